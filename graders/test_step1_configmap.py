@@ -1,0 +1,114 @@
+"""Step 1: namespaces, and one ConfigMap holding two device-plugin configs."""
+
+from gpushare.checks import T, check, fail
+from gpushare.lab_rules import (
+    config_format_problem,
+    device_plugin_config,
+    dig,
+    find_object,
+    objects_of,
+    where_cm,
+)
+from gpushare.labstate import CONFIGMAP_NAME, CONFIGMAP_NS, GPU
+from gpushare.workdir import load_yaml_text
+
+FILE = "k8s/device-plugin-configs.yaml"
+
+
+@check("1.1", 2)
+def test_1_1_namespaces_exist(lab):
+    present = lab.namespace_names()
+    missing = [ns for ns in ("gpu-share", "team-a") if ns not in present]
+    if missing:
+        found = [ns for ns in ("gpu-share", "team-a") if ns in present]
+        fail(
+            expected="gpu-share, team-a",
+            found=", ".join(found) if found else T("none"),
+            where=T("cluster_namespaces"),
+        )
+
+
+@check("1.2", 2)
+def test_1_2_file_describes_the_configmap(lab, work):
+    objs = objects_of(work, FILE)
+    obj = find_object(objs, "ConfigMap", CONFIGMAP_NAME, CONFIGMAP_NS, FILE)
+    data = obj.get("data")
+    if not isinstance(data, dict):
+        fail(expected=T("key_present", key="data"), found=T("absent"), where=f"{FILE}:{obj.line}")
+    for key in ("default", "shared"):
+        if not isinstance(data.get(key), str):
+            fail(
+                expected=T("key_string", key=key),
+                found=T("absent") if key not in data else type(data[key]).__name__,
+                where=f"{FILE}:{data.line_of(key)}",
+            )
+    cm = lab.configmap()
+    if cm is None:
+        fail(expected=T("applied_to_cluster"), found=T("absent"), where=where_cm())
+    cluster_data = cm.get("data") or {}
+    for key in ("default", "shared"):
+        mine = load_yaml_text(data[key], f"{FILE}: data.{key}", data.line_of(key) + 1)
+        theirs = load_yaml_text(cluster_data.get(key) or "", where_cm(key))
+        if isinstance(mine, list) and mine == theirs:
+            continue
+        if not isinstance(mine, list):
+            fail(problem=mine.problem, where=mine.where)
+        fail(
+            expected=T("file_matches_cluster", key=key),
+            found=T("file_differs_from_cluster", key=key),
+            where=f"{FILE}:{data.line_of(key)}",
+        )
+
+
+@check("1.3", 2)
+def test_1_3_both_are_valid_device_plugin_configs(lab):
+    for key in ("default", "shared"):
+        problem = config_format_problem(device_plugin_config(lab, key))
+        if problem:
+            expected, found, line = problem
+            fail(expected=expected, found=found, where=where_cm(key, line))
+
+
+@check("1.4", 2)
+def test_1_4_shared_refuses_multi_slice_requests(lab):
+    cfg = device_plugin_config(lab, "shared")
+    ts = dig(cfg, "sharing", "timeSlicing")
+    if not isinstance(ts, dict):
+        fail(expected="sharing.timeSlicing", found=T("absent"), where=where_cm("shared"))
+    value = ts.get("failRequestsGreaterThanOne")
+    if value is not True:
+        fail(
+            expected="failRequestsGreaterThanOne: true",
+            found=T("absent") if value is None else repr(value),
+            where=where_cm("shared", ts.line_of("failRequestsGreaterThanOne")),
+        )
+
+
+@check("1.5", 2)
+def test_1_5_shared_time_slices_gpu_four_ways(lab):
+    cfg = device_plugin_config(lab, "shared")
+    resources = dig(cfg, "sharing", "timeSlicing", "resources")
+    first = dig(resources, 0)
+    if not isinstance(first, dict):
+        fail(
+            expected="sharing.timeSlicing.resources[0]", found=T("absent"), where=where_cm("shared")
+        )
+    found = f"name: {first.get('name')!r}, replicas: {first.get('replicas')!r}"
+    replicas = first.get("replicas")
+    if first.get("name") != GPU or replicas != 4 or isinstance(replicas, bool):
+        fail(
+            expected=f"name: {GPU!r}, replicas: 4",
+            found=found,
+            where=where_cm("shared", first.line),
+        )
+
+
+@check("1.6", 2)
+def test_1_6_default_does_not_share(lab):
+    cfg = device_plugin_config(lab, "default")
+    if "sharing" in cfg:
+        fail(
+            expected=T("no_key", key="sharing"),
+            found=T("key_present", key="sharing"),
+            where=where_cm("default", cfg.line_of("sharing")),
+        )

@@ -1,0 +1,63 @@
+"""Step 2: nodes pick a device-plugin config by label; their GPU count follows replicas."""
+
+from gpushare.checks import T, check, fail
+from gpushare.lab_rules import CONFIG_FOR_NODE, PHYSICAL_GPUS, node_resource, shared_replicas
+from gpushare.labstate import CONFIG_LABEL, GPU, show_quantity
+
+
+def _node(lab, name):
+    node = lab.nodes().get(name)
+    if node is None:
+        fail(expected=T("node_present", node=name), found=T("absent"), where=T("cluster_nodes"))
+    return node
+
+
+def _label_check(lab, name):
+    labels = _node(lab, name)["metadata"].get("labels") or {}
+    want = CONFIG_FOR_NODE[name]
+    if labels.get(CONFIG_LABEL) != want:
+        fail(
+            expected=f"{CONFIG_LABEL}={want}",
+            found=f"{CONFIG_LABEL}={labels[CONFIG_LABEL]}"
+            if CONFIG_LABEL in labels
+            else T("absent"),
+            where=T("node_labels", node=name),
+        )
+
+
+def _gpu_count_check(lab, name, want, derivation):
+    node = _node(lab, name)
+    found = {f: node_resource(node, f, GPU) for f in ("capacity", "allocatable")}
+    wrong = {f: v for f, v in found.items() if v != want}
+    if wrong:
+        fail(
+            expected=T("gpu_count", value=want, derivation=derivation),
+            found=", ".join(f"{f}={show_quantity(v)}" for f, v in found.items()),
+            where=T("node_status", node=name, fields=", ".join(wrong), resource=GPU),
+        )
+
+
+@check("2.1", 2)
+def test_2_1_lab_node_0_uses_default_config(lab):
+    _label_check(lab, "lab-node-0")
+
+
+@check("2.2", 2)
+def test_2_2_lab_node_1_uses_shared_config(lab):
+    _label_check(lab, "lab-node-1")
+
+
+@check("2.3", 4)
+def test_2_3_lab_node_0_advertises_its_two_gpus(lab):
+    _gpu_count_check(lab, "lab-node-0", PHYSICAL_GPUS, T("derive_physical", gpus=PHYSICAL_GPUS))
+
+
+@check("2.4", 4)
+def test_2_4_lab_node_1_advertises_gpus_times_replicas(lab):
+    replicas = shared_replicas(lab)
+    derivation = T(
+        "derive_replicas" if replicas.from_configmap else "derive_replicas_fallback",
+        gpus=PHYSICAL_GPUS,
+        replicas=replicas.value,
+    )
+    _gpu_count_check(lab, "lab-node-1", PHYSICAL_GPUS * replicas.value, derivation)

@@ -1,0 +1,67 @@
+"""Step 3: lab-node-2 is a MIG "mixed" node that advertises profile names, not nvidia.com/gpu."""
+
+from gpushare.checks import T, check, fail
+from gpushare.lab_rules import MIG_COUNT, MIG_NODE, MIG_PROFILE, node_resource
+from gpushare.labstate import GPU, MIG_PREFIX, show_quantity
+
+STRATEGY = "nvidia.com/mig.strategy"
+PRODUCT = "nvidia.com/gpu.product"
+
+
+def _node(lab):
+    node = lab.nodes().get(MIG_NODE)
+    if node is None:
+        fail(expected=T("node_present", node=MIG_NODE), found=T("absent"), where=T("cluster_nodes"))
+    return node
+
+
+@check("3.1", 4)
+def test_3_1_mig_labels(lab):
+    labels = _node(lab)["metadata"].get("labels") or {}
+    if labels.get(STRATEGY) != "mixed" or not str(labels.get(PRODUCT, "")).strip():
+        fail(
+            expected=T("mig_labels", strategy=STRATEGY, product=PRODUCT),
+            found=", ".join(f"{k}={v}" for k, v in labels.items() if k in (STRATEGY, PRODUCT))
+            or T("absent"),
+            where=T("node_labels", node=MIG_NODE),
+        )
+
+
+@check("3.2", 4)
+def test_3_2_mig_profile_advertised(lab):
+    node = _node(lab)
+    found = {f: node_resource(node, f, MIG_PROFILE) for f in ("capacity", "allocatable")}
+    wrong = [f for f, v in found.items() if v != MIG_COUNT]
+    if wrong:
+        fail(
+            expected=f"capacity={MIG_COUNT}, allocatable={MIG_COUNT}",
+            found=", ".join(f"{f}={show_quantity(v)}" for f, v in found.items()),
+            where=T("node_status", node=MIG_NODE, fields=", ".join(wrong), resource=MIG_PROFILE),
+        )
+
+
+@check("3.3", 4)
+def test_3_3_mig_node_has_no_plain_gpu(lab):
+    status = _node(lab).get("status") or {}
+    fields = ("capacity", "allocatable")
+    has_gpu = [f for f in fields if GPU in (status.get(f) or {})]
+    profiles = sorted(
+        {r for f in fields for r in (status.get(f) or {}) if str(r).startswith(MIG_PREFIX)}
+    )
+    if has_gpu:
+        fail(
+            expected=T("no_resource", resource=GPU),
+            found=", ".join(f"{f}[{GPU}]={status[f][GPU]}" for f in has_gpu),
+            where=T("node_status", node=MIG_NODE, fields=", ".join(has_gpu), resource=GPU),
+        )
+    if not profiles:
+        fail(
+            expected=T("mig_profiles_only"),
+            found=T("no_mig_profiles"),
+            where=T(
+                "node_status",
+                node=MIG_NODE,
+                fields="capacity, allocatable",
+                resource=MIG_PREFIX + "*",
+            ),
+        )

@@ -1,0 +1,119 @@
+"""Step 8: each workload on the node that suits it, chosen by labels, recorded truthfully."""
+
+from gpushare.checks import T, check, fail
+from gpushare.lab_rules import PLACEMENT, find_object, lab_node_labels, line_of, objects_of
+from gpushare.labstate import (
+    GPU,
+    MIG_PREFIX,
+    container_requests,
+    pod_resources,
+    selects_by_label,
+    show_quantity,
+)
+from gpushare.workdir import FileProblem
+
+FILE = "k8s/placement.yaml"
+OUT = "out/placement.txt"
+NS = "gpu-share"
+PODS = tuple(PLACEMENT)
+
+
+def _resource_problem(pod):
+    """None when the pod asks what its workload needs, else (expected, found)."""
+    name = pod["metadata"]["name"]
+    if name == "prod-inference":
+        mig = sorted(r for r in pod_resources(pod) if str(r).startswith(MIG_PREFIX))
+        if not mig or GPU in pod_resources(pod):
+            return T("mig_resource"), ", ".join(sorted(map(str, pod_resources(pod)))) or "-"
+        return None
+    values = [v for _, v in container_requests(pod, GPU) if v is not None]
+    total = sum(values) if values else None
+    if total != 1:
+        return f"{GPU}: 1", f"{GPU}: {show_quantity(total)}"
+    return None
+
+
+@check("8.1", 3)
+def test_8_1_placement_file(lab, work):
+    objs = objects_of(work, FILE)
+    nodes = lab_node_labels(lab)
+    for name in PODS:
+        pod = find_object(objs, "Pod", name, NS, FILE)
+        problem = _resource_problem(pod)
+        if problem:
+            fail(
+                expected=problem[0],
+                found=problem[1],
+                where=line_of(pod, FILE, "spec", "containers"),
+            )
+        spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
+        if spec.get("nodeName"):
+            fail(
+                expected=T("by_label"),
+                found=f"nodeName: {spec['nodeName']}",
+                where=line_of(pod, FILE, "spec", "nodeName"),
+            )
+        chosen = sorted(n for n, labels in nodes.items() if selects_by_label(pod, labels))
+        if selects_by_label(pod, {}) is None or chosen != [PLACEMENT[name]]:
+            fail(
+                expected=T("selects_only", node=PLACEMENT[name]),
+                found=T("selects_nodes", nodes=", ".join(chosen) or "-")
+                if selects_by_label(pod, {}) is not None
+                else T("no_label_condition"),
+                where=line_of(pod, FILE, "spec"),
+            )
+
+
+@check("8.2", 4)
+def test_8_2_pods_on_the_right_nodes(lab):
+    pods = lab.pods(NS)
+    for name in PODS:
+        pod = pods.get(name)
+        if pod is None:
+            fail(
+                expected=T("pod_present", pod=f"{NS}/{name}"),
+                found=T("absent"),
+                where=T("cluster_pods", namespace=NS),
+            )
+        problem = _resource_problem(pod)
+        if problem:
+            fail(expected=problem[0], found=problem[1], where=T("cluster_pod", pod=f"{NS}/{name}"))
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node != PLACEMENT[name]:
+            fail(
+                expected=T("on_node", node=PLACEMENT[name]),
+                found=T("on_node", node=node) if node else T("pending"),
+                where=T("cluster_pod", pod=f"{NS}/{name}"),
+            )
+
+
+@check("8.3", 3)
+def test_8_3_placement_record_matches_reality(lab, work):
+    table = work.key_values(OUT)
+    if isinstance(table, FileProblem):
+        fail(problem=table.problem, where=table.where)
+    pods = lab.pods(NS)
+    for name in PODS:
+        real = ((pods.get(name) or {}).get("spec") or {}).get("nodeName")
+        if name not in table:
+            fail(expected=f"{name}=<node>", found=T("absent"), where=OUT)
+        written, line = table[name]
+        if not real:
+            fail(
+                expected=T("pod_scheduled_first", pod=name),
+                found=f"{name}={written}",
+                where=f"{OUT}:{line}",
+            )
+        if written != real:
+            fail(
+                expected=T("matches_cluster_placement", pod=name),
+                found=f"{name}={written}",
+                where=f"{OUT}:{line}",
+            )
+    extra = [k for k in table if k not in PODS]
+    if extra:
+        fail(
+            expected=T("keys_exactly", keys=", ".join(PODS)),
+            found=T("keys_missing_extra", missing="-", extra=", ".join(extra)),
+            where=f"{OUT}:{table[extra[0]][1]}",
+        )

@@ -1,0 +1,5 @@
+"""``python -m gpushare`` is the same as the ``gpushare`` console script."""
+
+from gpushare.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,92 @@
+"""What a grader check is: a numbered, pointed pytest test that fails with structured feedback.
+
+A check never builds prose itself. It raises :class:`CheckFailed` with what was expected,
+what was found, where, and optionally a problem key; the pytest plugin renders that in the
+learner's language from the message catalogs. So the same failure reads the same in the
+terminal, the JSON file and the JUnit XML, and a test of ours can assert on the keys rather
+than on a translation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import pytest
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True)
+class T:
+    """A translatable value: a catalog key under ``[values]`` and its parameters."""
+
+    key: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def __init__(self, key: str, /, **params: Any) -> None:
+        object.__setattr__(self, "key", key)
+        object.__setattr__(self, "params", params)
+
+
+Value = str | int | T | None
+
+
+class CheckFailed(AssertionError):
+    """Raised by a check; carries the pieces of the learner's feedback, not the prose."""
+
+    def __init__(
+        self,
+        *,
+        expected: Value = None,
+        found: Value = None,
+        where: Value = None,
+        problem: T | None = None,
+    ) -> None:
+        super().__init__(problem.key if problem else "check failed")
+        self.expected = expected
+        self.found = found
+        self.where = where
+        self.problem = problem
+
+
+def check(number: str, points: int) -> Callable[[F], F]:
+    """Mark a grader test as check ``number`` (``"<step>.<n>"``) worth ``points``.
+
+    Title and hint live in the catalogs under ``[checks."<number>"]``.
+    """
+    step = int(number.split(".")[0])
+
+    def deco(fn: F) -> F:
+        return pytest.mark.gpushare_check(number=number, points=points, step=step)(fn)
+
+    return deco
+
+
+def fail(
+    *,
+    expected: Value = None,
+    found: Value = None,
+    where: Value = None,
+    problem: T | None = None,
+) -> None:
+    raise CheckFailed(expected=expected, found=found, where=where, problem=problem)
+
+
+def expect_equal(found: Any, expected: Any, *, where: Value) -> None:
+    """Fail unless ``found == expected``; the values are shown to the learner as they are."""
+    if found != expected:
+        fail(
+            expected=_show(expected),
+            found=_show(found) if found is not None else T("absent"),
+            where=where,
+        )
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

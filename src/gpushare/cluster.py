@@ -1,0 +1,371 @@
+"""The lab cluster's lifecycle: up, down, reset, status, env.
+
+kwokctl's binary runtime runs a real etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler and kwok-controller as local processes with our pinned binaries. kwokctl's own
+``--wait`` can pass without the cluster being usable, so readiness is always polled here:
+``/readyz`` of the apiserver, then every lab node Ready.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpushare import binaries, procs, versions
+from gpushare.kubeapi import ApiError, Client, KubeconfigError, Unreachable
+
+DEFAULT_CLUSTER = "gpushare"
+LAB_NODES = ("lab-node-0", "lab-node-1", "lab-node-2")
+SYSTEM_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
+NODE_RESOURCES = {"cpu": "32", "memory": "256Gi", "pods": "110", "ephemeral-storage": "500Gi"}
+COMPONENT_BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+
+
+class ClusterError(RuntimeError):
+    """The lab cluster cannot be brought to the asked state; the message says what to do."""
+
+
+def _log(msg: str) -> None:
+    binaries._log(msg)
+
+
+def cluster_name(name: str | None = None) -> str:
+    return name or os.environ.get("GPUSHARE_CLUSTER") or DEFAULT_CLUSTER
+
+
+def kwok_workdir() -> Path:
+    return binaries.cache_dir() / "kwok"
+
+
+@dataclass(frozen=True)
+class Lab:
+    """Where one named lab cluster lives on disk."""
+
+    name: str
+
+    @property
+    def dir(self) -> Path:
+        return kwok_workdir() / "clusters" / self.name
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.dir / "kubeconfig.yaml"
+
+    def exists(self) -> bool:
+        return self.kubeconfig.is_file()
+
+    def running_components(self) -> dict[str, int]:
+        """Component name -> pid, for the components whose pid file names a live process."""
+        out: dict[str, int] = {}
+        for name in COMPONENT_BINARIES:
+            pid = procs.pid_alive(self.dir / "pids" / f"{name}.pid")
+            if pid:
+                out[name] = pid
+        return out
+
+    def client(self, timeout: float = 5.0) -> Client:
+        return Client.from_kubeconfig(self.kubeconfig, timeout=timeout)
+
+
+def node_manifest(name: str) -> dict[str, Any]:
+    """A fresh lab node: ordinary capacity, no GPU label or resource."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": fresh_node_labels(name),
+            "annotations": {"kwok.x-k8s.io/node": "fake"},
+        },
+        "spec": {},
+        "status": {
+            "capacity": dict(NODE_RESOURCES),
+            "allocatable": dict(NODE_RESOURCES),
+        },
+    }
+
+
+def fresh_node_labels(name: str) -> dict[str, str]:
+    return {
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        "type": "kwok",
+    }
+
+
+# --------------------------------------------------------------------------- kwokctl
+
+
+def _kwokctl_env(bins: dict[str, Path]) -> dict[str, str]:
+    env = dict(os.environ)
+    env["KWOK_WORKDIR"] = str(kwok_workdir())
+    env["KWOK_KUBE_VERSION"] = versions.KUBERNETES
+    env["KWOK_RUNTIME"] = "binary"
+    if "kubectl" in bins:
+        env["KWOK_KUBECTL_BINARY"] = str(bins["kubectl"])
+    return env
+
+
+def _kwokctl(lab: Lab, bins: dict[str, Path], *args: str, timeout: float = 120) -> None:
+    kwokctl = bins.get("kwokctl")
+    if kwokctl is None:
+        raise ClusterError("kwokctl is not available: run `make setup` first")
+    cmd = [str(kwokctl), "--name", lab.name, *args]
+    try:
+        out = subprocess.run(
+            cmd,
+            env=_kwokctl_env(bins),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise ClusterError(f"`kwokctl {' '.join(args)}` did not finish in {timeout:.0f}s") from exc
+    if out.returncode != 0:
+        tail = "\n".join((out.stdout + out.stderr).strip().splitlines()[-15:])
+        raise ClusterError(f"`kwokctl {' '.join(args)}` failed (exit {out.returncode}):\n{tail}")
+
+
+def _create_args(bins: dict[str, Path]) -> list[str]:
+    args = ["create", "cluster", "--runtime", "binary", "--kubeconfig", "", "--wait", "0s"]
+    flag_for = {
+        "kube-apiserver": "--kube-apiserver-binary",
+        "kube-controller-manager": "--kube-controller-manager-binary",
+        "kube-scheduler": "--kube-scheduler-binary",
+        "kwok": "--kwok-controller-binary",
+        "etcd": "--etcd-binary",
+    }
+    for name, flag in flag_for.items():
+        if name in bins:
+            args += [flag, str(bins[name])]
+    return args
+
+
+# --------------------------------------------------------------------------- readiness
+
+
+def wait_ready(client: Client, timeout: float = 60.0) -> None:
+    """Poll ``/readyz`` until the apiserver says ok; kwokctl's own wait is not trusted."""
+    deadline = time.monotonic() + timeout
+    last = ""
+    while time.monotonic() < deadline:
+        try:
+            if str(client.get("/readyz")).strip() == "ok":
+                return
+        except (ApiError, Unreachable) as exc:
+            last = str(exc)
+        time.sleep(0.1)
+    raise ClusterError(f"the apiserver did not become ready in {timeout:.0f}s ({last})")
+
+
+def _node_ready(node: dict[str, Any]) -> bool:
+    for cond in (node.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready":
+            return cond.get("status") == "True"
+    return False
+
+
+def ensure_nodes(client: Client, timeout: float = 60.0) -> None:
+    """Create missing lab nodes, then wait until all three are Ready."""
+    existing = {n["metadata"]["name"] for n in client.get("/api/v1/nodes").get("items", [])}
+    for name in LAB_NODES:
+        if name not in existing:
+            try:
+                client.create("/api/v1/nodes", node_manifest(name))
+            except ApiError as exc:
+                if exc.status != 409:
+                    raise
+    deadline = time.monotonic() + timeout
+    while True:
+        nodes = {n["metadata"]["name"]: n for n in client.get("/api/v1/nodes").get("items", [])}
+        not_ready = [n for n in LAB_NODES if not (n in nodes and _node_ready(nodes[n]))]
+        if not not_ready:
+            return
+        if time.monotonic() > deadline:
+            raise ClusterError(f"nodes not Ready after {timeout:.0f}s: {', '.join(not_ready)}")
+        time.sleep(0.1)
+
+
+def wait_default_serviceaccount(client: Client, namespace: str, timeout: float = 30.0) -> None:
+    """Pods in a new namespace are refused until its ``default`` ServiceAccount exists."""
+    deadline = time.monotonic() + timeout
+    while client.get_or_none(f"/api/v1/namespaces/{namespace}/serviceaccounts/default") is None:
+        if time.monotonic() > deadline:
+            raise ClusterError(f"namespace {namespace} got no default ServiceAccount")
+        time.sleep(0.1)
+
+
+# --------------------------------------------------------------------------- lifecycle
+
+
+def up(name: str | None = None) -> Lab:
+    """Create, restart or reuse the lab; afterwards the apiserver is ready and nodes Ready."""
+    lab = Lab(cluster_name(name))
+    if lab.exists():
+        try:
+            client = lab.client(timeout=2.0)
+            if str(client.get("/readyz")).strip() == "ok":
+                ensure_nodes(client)
+                return lab
+        except (ApiError, Unreachable, KubeconfigError):
+            pass
+    bins = binaries.ensure()
+    start = time.monotonic()
+    if lab.exists():
+        _log(f"starting the stopped cluster {lab.name}")
+        _kwokctl(lab, bins, "start", "cluster", "--wait", "0s")
+    else:
+        _log(
+            f"creating cluster {lab.name} (kwok {versions.KWOK}, Kubernetes {versions.KUBERNETES})"
+        )
+        _kwokctl(lab, bins, *_create_args(bins))
+    client = lab.client()
+    wait_ready(client)
+    ensure_nodes(client)
+    _log(f"lab {lab.name} is up in {time.monotonic() - start:.1f}s")
+    return lab
+
+
+def down(name: str | None = None) -> list[int]:
+    """Delete the cluster; return pids that had to be ended by hand after kwokctl."""
+    lab = Lab(cluster_name(name))
+    if lab.dir.exists():
+        try:
+            bins = binaries.ensure(["kwokctl", "kubectl"], build=False)
+            _kwokctl(lab, bins, "delete", "cluster", timeout=60)
+        except (ClusterError, binaries.BinaryError) as exc:
+            _log(f"kwokctl delete failed, ending the processes by pid: {exc}")
+    stragglers = procs.wait_gone(lab.dir, timeout=5.0)
+    ended = [p.pid for p in stragglers]
+    if stragglers:
+        procs.end(stragglers)
+    left = procs.cluster_processes(lab.dir)
+    if left:
+        raise ClusterError(
+            "processes of the cluster are still alive: " + ", ".join(str(p.pid) for p in left)
+        )
+    if lab.dir.exists():
+        shutil.rmtree(lab.dir, ignore_errors=True)
+    return ended
+
+
+def stop(name: str | None = None) -> None:
+    """Stop the components but keep the data (``up`` brings it back)."""
+    lab = Lab(cluster_name(name))
+    bins = binaries.ensure(["kwokctl", "kubectl"], build=False)
+    _kwokctl(lab, bins, "stop", "cluster", timeout=60)
+
+
+def _delete_all(client: Client, path: str) -> None:
+    """DELETE a whole collection with no grace: reset must not wait on kwok's pod lifecycle."""
+    try:
+        client.request("DELETE", path, params={"gracePeriodSeconds": "0"})
+    except ApiError as exc:
+        if exc.status not in (404, 405):
+            raise
+
+
+def reset(name: str | None = None, client: Client | None = None, timeout: float = 30.0) -> None:
+    """Back to the fresh lab without restarting the control plane."""
+    lab = Lab(cluster_name(name))
+    client = client or lab.client()
+    namespaces = [n["metadata"]["name"] for n in client.get("/api/v1/namespaces").get("items", [])]
+    lab_namespaces = [n for n in namespaces if n not in SYSTEM_NAMESPACES]
+    for ns in [*lab_namespaces, "default"]:
+        for kind in ("pods", "resourcequotas", "limitranges"):
+            _delete_all(client, f"/api/v1/namespaces/{ns}/{kind}")
+    for cm in client.get("/api/v1/namespaces/default/configmaps").get("items", []):
+        if cm["metadata"]["name"] != "kube-root-ca.crt":
+            client.delete(f"/api/v1/namespaces/default/configmaps/{cm['metadata']['name']}")
+    for ns in lab_namespaces:
+        client.delete(f"/api/v1/namespaces/{ns}")
+    _reset_nodes(client)
+    deadline = time.monotonic() + timeout
+    while True:
+        left = [
+            n["metadata"]["name"]
+            for n in client.get("/api/v1/namespaces").get("items", [])
+            if n["metadata"]["name"] not in SYSTEM_NAMESPACES
+        ]
+        if not left:
+            break
+        if time.monotonic() > deadline:
+            raise ClusterError(f"namespaces still terminating after {timeout:.0f}s: {left}")
+        time.sleep(0.1)
+    ensure_nodes(client)
+
+
+def _reset_nodes(client: Client) -> None:
+    for node in client.get("/api/v1/nodes").get("items", []):
+        name = node["metadata"]["name"]
+        if name not in LAB_NODES:
+            client.delete(f"/api/v1/nodes/{name}")
+            continue
+        labels = node["metadata"].get("labels") or {}
+        fresh = fresh_node_labels(name)
+        label_patch: dict[str, Any] = {k: None for k in labels if k not in fresh}
+        label_patch.update(fresh)
+        client.merge_patch(
+            f"/api/v1/nodes/{name}",
+            {"metadata": {"labels": label_patch}, "spec": {"taints": None, "unschedulable": None}},
+        )
+        status = node.get("status") or {}
+        patch: dict[str, Any] = {}
+        for field in ("capacity", "allocatable"):
+            current = status.get(field) or {}
+            want: dict[str, Any] = {k: None for k in current if k not in NODE_RESOURCES}
+            want.update(NODE_RESOURCES)
+            patch[field] = want
+        client.merge_patch(f"/api/v1/nodes/{name}/status", {"status": patch})
+
+
+def env_lines(name: str | None = None) -> list[str]:
+    """``export`` lines so that a plain ``kubectl`` in the learner's shell talks to the lab."""
+    lab = Lab(cluster_name(name))
+    lines = [f"export KUBECONFIG={lab.kubeconfig}", f"export GPUSHARE_CLUSTER={lab.name}"]
+    kubectl = binaries.find("kubectl")
+    if kubectl is not None:
+        lines.append(f'export PATH="{kubectl.parent}:$PATH"')
+    return lines
+
+
+def status(name: str | None = None) -> dict[str, Any]:
+    """What runs, where the kubeconfig is, the pinned versions; cheap, never starts anything."""
+    lab = Lab(cluster_name(name))
+    info: dict[str, Any] = {
+        "cluster": lab.name,
+        "directory": str(lab.dir),
+        "exists": lab.exists(),
+        "kubeconfig": str(lab.kubeconfig),
+        "components": lab.running_components() if lab.exists() else {},
+        "versions": {
+            "kwok": versions.KWOK,
+            "kubernetes": versions.KUBERNETES,
+            "etcd": versions.ETCD,
+        },
+        "binaries": {
+            n: (str(p) if (p := binaries.cached_path(n)).exists() else None)
+            for n in versions.COMPONENTS
+        },
+        "apiserver": None,
+        "nodes": {},
+    }
+    if lab.exists():
+        try:
+            client = lab.client(timeout=2.0)
+            info["apiserver"] = client.server if client.get("/readyz") == "ok" else "not ready"
+            for node in client.get("/api/v1/nodes").get("items", []):
+                info["nodes"][node["metadata"]["name"]] = (
+                    "Ready" if _node_ready(node) else "NotReady"
+                )
+        except (ApiError, Unreachable, KubeconfigError) as exc:
+            info["apiserver"] = f"unreachable ({exc})"
+    return info

@@ -1,0 +1,239 @@
+"""The lab's rules as code: names, expected values, and how they are derived.
+
+Where LAB.md says a value is derived (lab-node-1's GPUs are 2 x the ``replicas`` of the
+ConfigMap's ``shared`` config), the derivation lives here, once, and the graders and the
+reference solution both call it. Every reader returns a value or a problem, never raises on
+learner input.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from gpushare.checks import T, fail
+from gpushare.labstate import CONFIGMAP_NAME, CONFIGMAP_NS, GPU, LabState, quantity
+from gpushare.workdir import FileProblem, LineDict, Workdir, load_yaml_text
+
+MIG_PROFILE = "nvidia.com/mig-1g.10gb"
+MIG_COUNT = 7
+PHYSICAL_GPUS = 2
+LAB_REPLICAS = 4  # the lab's own number, used only when the ConfigMap cannot be read
+CONFIG_FOR_NODE = {"lab-node-0": "default", "lab-node-1": "shared"}
+MIG_NODE = "lab-node-2"
+# where step 8 puts each workload, by the lab's own definition of the nodes
+PLACEMENT = {"prod-inference": MIG_NODE, "notebook": "lab-node-1", "batch-train": "lab-node-0"}
+MIG_LABELS = {"nvidia.com/mig.strategy": "mixed"}
+PRODUCT_LABEL = "nvidia.com/gpu.product"
+ISOLATION = {
+    "TIMESLICING_MEMORY_ISOLATION": "no",
+    "MPS_MEMORY_ISOLATION": "partial",
+    "MIG_MEMORY_ISOLATION": "yes",
+    "TIMESLICING_FAULT_ISOLATION": "no",
+    "MIG_FAULT_ISOLATION": "yes",
+}
+ISOLATION_VALUES = ("yes", "no", "partial")
+
+
+def where_cm(key: str | None = None, line: int | None = None) -> str:
+    base = f"ConfigMap {CONFIGMAP_NS}/{CONFIGMAP_NAME}"
+    if key is None:
+        return base
+    return f"{base}, data.{key}" + (f", line {line}" if line else "")
+
+
+def device_plugin_config(lab: LabState, key: str) -> LineDict:
+    """The parsed device-plugin config stored under ``key``; fails the check otherwise."""
+    cm = lab.configmap()
+    if cm is None:
+        fail(expected=T("configmap_present"), found=T("absent"), where=where_cm())
+    data = (cm or {}).get("data") or {}
+    if key not in data:
+        fail(
+            expected=T("key_present", key=key),
+            found=T("keys_are", keys=_keys(data)),
+            where=where_cm(),
+        )
+    docs = load_yaml_text(data[key], where_cm(key))
+    if isinstance(docs, FileProblem):
+        fail(problem=docs.problem, where=where_cm(key, docs.line))
+    docs = [d for d in docs if d is not None]  # type: ignore[union-attr]
+    if len(docs) != 1 or not isinstance(docs[0], dict):
+        fail(expected=T("yaml_mapping"), found=T("yaml_not_mapping"), where=where_cm(key))
+    return docs[0]  # type: ignore[no-any-return]
+
+
+CONFIG_TOP_KEYS = ("version", "flags", "resources", "sharing", "imex")
+SHARING_KEYS = ("timeSlicing", "mps")
+SHARED_RESOURCE_KEYS = ("name", "rename", "devices", "replicas")
+MIG_STRATEGIES = ("none", "single", "mixed")
+
+
+def config_format_problem(cfg: LineDict) -> tuple[str, str, int] | None:
+    """Why ``cfg`` is not a device-plugin config the NVIDIA plugin would load, or None.
+
+    Returns (what was expected, what was found, line). Mirrors the plugin's own parsing
+    (strict fields, ``version: v1``, ``migStrategy`` values, replicas of at least 2), so a
+    typo that the plugin would reject at start-up costs the learner here, before a GPU does.
+    """
+    for key in cfg:
+        if key not in CONFIG_TOP_KEYS:
+            return " | ".join(CONFIG_TOP_KEYS), str(key), cfg.line_of(key)
+    if "version" in cfg and cfg["version"] != "v1":
+        return "version: v1", f"version: {cfg['version']!r}", cfg.line_of("version")
+    flags = cfg.get("flags")
+    if flags is not None and not isinstance(flags, dict):
+        return "flags: <mapping>", f"flags: {flags!r}", cfg.line_of("flags")
+    if isinstance(flags, dict) and flags.get("migStrategy", "none") not in MIG_STRATEGIES:
+        return (
+            "migStrategy: " + " | ".join(MIG_STRATEGIES),
+            f"migStrategy: {flags['migStrategy']!r}",
+            flags.line_of("migStrategy"),
+        )
+    sharing = cfg.get("sharing")
+    if sharing is None:
+        return None
+    if not isinstance(sharing, dict):
+        return "sharing: <mapping>", f"sharing: {sharing!r}", cfg.line_of("sharing")
+    for method, body in sharing.items():
+        if method not in SHARING_KEYS:
+            return " | ".join(SHARING_KEYS), str(method), sharing.line_of(method)
+        if not isinstance(body, dict) or not isinstance(body.get("resources"), list):
+            return f"{method}.resources: <list>", f"{method}: {body!r}", sharing.line_of(method)
+        for res in body["resources"]:
+            if not isinstance(res, dict):
+                return "- name: …, replicas: …", repr(res), sharing.line_of(method)
+            for key in res:
+                if key not in SHARED_RESOURCE_KEYS:
+                    return " | ".join(SHARED_RESOURCE_KEYS), str(key), res.line_of(key)
+            replicas = res.get("replicas")
+            if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 2:
+                return "replicas: <integer >= 2>", f"replicas: {replicas!r}", res.line
+    return None
+
+
+def _keys(data: dict[str, Any]) -> str:
+    return ", ".join(sorted(map(str, data))) or "-"
+
+
+def dig(obj: Any, *path: str | int) -> Any:
+    """``obj[p0][p1]...`` or None where any step is missing or of the wrong type."""
+    for p in path:
+        if isinstance(p, int):
+            if not isinstance(obj, list) or len(obj) <= p:
+                return None
+            obj = obj[p]
+        else:
+            if not isinstance(obj, dict) or p not in obj:
+                return None
+            obj = obj[p]
+    return obj
+
+
+@dataclass(frozen=True)
+class Derived:
+    value: int
+    from_configmap: bool
+
+
+def shared_replicas(lab: LabState) -> Derived:
+    """``replicas`` of the shared config's nvidia.com/gpu time-slicing resource.
+
+    Falls back to the lab's 4 only where that config cannot be read, as LAB.md says.
+    """
+    try:
+        cm = lab.configmap()
+    except Exception:
+        return Derived(LAB_REPLICAS, False)
+    raw = ((cm or {}).get("data") or {}).get("shared")
+    if not isinstance(raw, str):
+        return Derived(LAB_REPLICAS, False)
+    docs = load_yaml_text(raw, "shared")
+    if isinstance(docs, FileProblem) or not docs or not isinstance(docs[0], dict):
+        return Derived(LAB_REPLICAS, False)
+    for res in dig(docs[0], "sharing", "timeSlicing", "resources") or []:
+        if isinstance(res, dict) and res.get("name") == GPU:
+            n = res.get("replicas")
+            if isinstance(n, int) and not isinstance(n, bool) and n >= 1:
+                return Derived(n, True)
+    return Derived(LAB_REPLICAS, False)
+
+
+def lab_node_labels(lab: LabState) -> dict[str, dict[str, str]]:
+    """Each lab node's GPU labels as the lab defines them after steps 2 and 3, and no other.
+
+    Step 8 is judged against these, not against the cluster's current labels, so a mistake in
+    step 2 or 3 costs its own check and not step 8's as well; and only these, because the lab
+    asks to place by the labels of steps 2 and 3 (a hostname label is a node name in disguise).
+    The GPU product label may have any value: the cluster's is used where it exists.
+    """
+    from gpushare.cluster import LAB_NODES
+    from gpushare.labstate import CONFIG_LABEL
+
+    try:
+        product = (
+            (lab.nodes().get(MIG_NODE) or {})
+            .get("metadata", {})
+            .get("labels", {})
+            .get(PRODUCT_LABEL)
+        )
+    except Exception:
+        product = None
+    out: dict[str, dict[str, str]] = {name: {} for name in LAB_NODES}
+    for name, config in CONFIG_FOR_NODE.items():
+        out[name][CONFIG_LABEL] = config
+    out[MIG_NODE].update(MIG_LABELS)
+    out[MIG_NODE][PRODUCT_LABEL] = product or "NVIDIA-A100-SXM4-80GB"
+    return out
+
+
+def node_resource(node: dict[str, Any], field: str, resource: str) -> Decimal | None:
+    return quantity(((node.get("status") or {}).get(field) or {}).get(resource))
+
+
+def objects_of(work: Workdir, rel: str) -> list[LineDict]:
+    """The file's objects; a missing or broken file fails the check with its problem."""
+    objs = work.objects(rel)
+    if isinstance(objs, FileProblem):
+        fail(problem=objs.problem, where=objs.where)
+    return objs  # type: ignore[return-value]
+
+
+def find_object(objs: list[LineDict], kind: str, name: str, namespace: str, rel: str) -> LineDict:
+    """The object ``kind/name`` of a file; its namespace must be ``namespace`` or unset."""
+    for obj in objs:
+        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        if obj.get("kind") == kind and meta.get("name") == name:
+            ns = meta.get("namespace")
+            if ns not in (None, namespace):
+                fail(
+                    expected=T("in_namespace", namespace=namespace),
+                    found=str(ns),
+                    where=f"{rel}:{meta.line_of('namespace')}",
+                )
+            return obj
+    present = [
+        f"{o.get('kind')}/{(o.get('metadata') or {}).get('name')}"
+        for o in objs
+        if isinstance(o.get("metadata"), dict)
+    ]
+    fail(
+        expected=f"{kind}/{name}",
+        found=T("objects_are", objects=", ".join(present) or "-"),
+        where=rel,
+    )
+    raise AssertionError  # unreachable: fail() raises
+
+
+def line_of(obj: Any, rel: str, *path: str) -> str:
+    """``file:line`` of the deepest key of ``path`` that exists in ``obj``."""
+    line = getattr(obj, "line", None)
+    cur = obj
+    for p in path:
+        if isinstance(cur, LineDict) and p in cur:
+            line = cur.line_of(p)
+            cur = cur[p]
+        else:
+            break
+    return f"{rel}:{line}" if line else rel

@@ -1,0 +1,100 @@
+"""Feedback in the learner's language, from message catalogs that are data.
+
+``messages/<lang>.toml`` holds, per language: the labels of a feedback block, the translatable
+values (``[values]``: problems such as "the file does not exist"), and per check its title and
+hint (``[checks."<step>.<n>"]``). Chinese is the lab's language and the default; Korean and
+English are complete too (a test proves every key and placeholder exists in all three).
+"""
+
+from __future__ import annotations
+
+import os
+import string
+import tomllib
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from gpushare.checks import CheckFailed, T
+
+LANGS = ("zh", "ko", "en")
+DEFAULT_LANG = "zh"
+
+
+def resolve_lang(option: str | None) -> str:
+    """``--lang``, else ``GPUSHARE_LANG``, else the locale (LC_ALL, LC_MESSAGES, LANG), else zh."""
+    for value in (option, os.environ.get("GPUSHARE_LANG")):
+        if value:
+            lang = value.strip().lower()[:2]
+            if lang not in LANGS:
+                raise ValueError(f"unknown language {value!r}; choose one of {', '.join(LANGS)}")
+            return lang
+    for var in ("LC_ALL", "LC_MESSAGES", "LANG"):
+        value = os.environ.get(var, "")
+        if value and value not in ("C", "POSIX") and not value.startswith("C."):
+            lang = value.lower()[:2]
+            return lang if lang in LANGS else DEFAULT_LANG
+    return DEFAULT_LANG
+
+
+@cache
+def catalog(lang: str) -> dict[str, Any]:
+    text = resources.files("gpushare").joinpath("messages", f"{lang}.toml").read_text("utf-8")
+    return tomllib.loads(text)
+
+
+class _Safe(dict):  # type: ignore[type-arg]
+    """Format mapping that leaves an unknown placeholder visible instead of raising."""
+
+    def __missing__(self, key: str) -> str:
+        return "{" + key + "}"
+
+
+def placeholders(text: str) -> set[str]:
+    return {f for _, f, _, _ in string.Formatter().parse(text) if f}
+
+
+def render_value(value: Any, lang: str) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, T):
+        template = catalog(lang)["values"].get(value.key) or catalog("en")["values"].get(
+            value.key, value.key
+        )
+        params = {k: render_value(v, lang) for k, v in value.params.items()}
+        return template.format_map(_Safe(params))
+    return str(value)
+
+
+def title(number: str, lang: str) -> str:
+    entry = catalog(lang)["checks"].get(number) or catalog("en")["checks"].get(number) or {}
+    return entry.get("title", number)
+
+
+def hint(number: str, lang: str) -> str:
+    entry = catalog(lang)["checks"].get(number) or catalog("en")["checks"].get(number) or {}
+    return entry.get("hint", "")
+
+
+def label(key: str, lang: str) -> str:
+    return catalog(lang)["labels"][key]
+
+
+def render_failure(number: str, failure: CheckFailed, lang: str) -> str:
+    """The learner's feedback for one failed check: problem, expected, found, where, hint."""
+    lines = []
+    if failure.problem is not None:
+        lines.append(render_value(failure.problem, lang))
+    for key in ("expected", "found", "where"):
+        value = getattr(failure, key)
+        if value is not None and value != "":
+            lines.append(f"{label(key, lang)}: {render_value(value, lang)}")
+    text = hint(number, lang)
+    if text:
+        lines.append(f"{label('hint', lang)}: {text}")
+    return "\n".join(lines)
+
+
+def render_error(number: str, exc: BaseException, lang: str) -> str:
+    """Feedback for a grader that raised unexpectedly: the learner loses nothing silently."""
+    return render_value(T("grader_error", error=f"{type(exc).__name__}: {exc}"[:300]), lang)

@@ -1,0 +1,74 @@
+"""Finding and ending the processes of one lab cluster, by pid, never by name pattern.
+
+kwokctl starts every component in its own session with a pid file under the cluster's
+directory. A component that kwokctl failed to stop (or whose pid file was lost) is still
+recognisable: its command line or working directory points into that directory. We end only
+those processes, never anything matched by program name, so another user's or another
+checkout's cluster is never touched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from pathlib import Path
+
+import psutil
+
+
+def _belongs(proc: psutil.Process, cluster_dir: str) -> bool:
+    try:
+        if any(cluster_dir in arg for arg in proc.cmdline()):
+            return True
+        return proc.cwd().startswith(cluster_dir)
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return False
+
+
+def cluster_processes(cluster_dir: Path) -> list[psutil.Process]:
+    """Live processes whose command line or working directory is inside ``cluster_dir``."""
+    target = str(cluster_dir.resolve()) + "/"
+    found = []
+    for proc in psutil.process_iter():
+        if proc.pid == psutil.Process().pid:
+            continue
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.ZombieProcess):
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+            if _belongs(proc, target):
+                found.append(proc)
+    return found
+
+
+def end(procs: list[psutil.Process], grace: float = 3.0) -> None:
+    """SIGTERM, wait ``grace`` seconds, then SIGKILL what is left, each by its pid."""
+    for proc in procs:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc.terminate()
+    _, alive = psutil.wait_procs(procs, timeout=grace)
+    for proc in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc.kill()
+    psutil.wait_procs(alive, timeout=grace)
+
+
+def pid_alive(pid_file: Path) -> int | None:
+    """The pid in ``pid_file`` when that process is alive (and not a zombie)."""
+    try:
+        pid = int(pid_file.read_text().strip())
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return pid
+    except (OSError, ValueError, psutil.NoSuchProcess):
+        return None
+
+
+def wait_gone(cluster_dir: Path, timeout: float = 10.0) -> list[psutil.Process]:
+    """Poll until no process of the cluster remains; the stragglers otherwise."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = cluster_processes(cluster_dir)
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.2)

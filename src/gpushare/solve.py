@@ -1,0 +1,70 @@
+"""``gpushare solve``: apply the reference solution to a lab and a work directory.
+
+The solution itself is ``solutions/solve.sh`` in the checkout, a script that plays the learner
+with kubectl; this module only gives it the lab's kubeconfig and our kubectl.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+from pathlib import Path
+
+from gpushare import binaries, cluster
+from gpushare.workdir import default_workdir
+
+
+def solutions_dir() -> Path:
+    env = os.environ.get("GPUSHARE_SOLUTIONS")
+    return Path(env) if env else Path(__file__).resolve().parents[2] / "solutions"
+
+
+def solve(
+    workdir: Path,
+    *,
+    kubeconfig: str | None = None,
+    cluster_name: str | None = None,
+    steps: list[int] | None = None,
+    solutions: Path | None = None,
+    timeout: float = 300,
+) -> None:
+    """Run solve.sh against the cluster; raise ClusterError with its output when it fails.
+
+    ``solutions`` replaces the checkout's solutions/ (tests use it to apply a variant).
+    """
+    script = (solutions or solutions_dir()) / "solve.sh"
+    if not script.is_file():
+        raise cluster.ClusterError(f"reference solution not found at {script}")
+    if kubeconfig is None:
+        kubeconfig = str(cluster.up(cluster_name).kubeconfig)
+    env = dict(os.environ)
+    env["KUBECONFIG"] = kubeconfig
+    kubectl = binaries.find("kubectl")
+    if kubectl is not None:
+        env["PATH"] = f"{kubectl.parent}{os.pathsep}{env.get('PATH', '')}"
+    cmd = ["bash", str(script), str(workdir), *(str(s) for s in steps or [])]
+    try:
+        out = subprocess.run(
+            cmd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise cluster.ClusterError(f"solve.sh did not finish in {timeout:.0f}s") from exc
+    if out.returncode != 0:
+        raise cluster.ClusterError(
+            f"solve.sh failed (exit {out.returncode}):\n{(out.stdout + out.stderr)[-3000:]}"
+        )
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    workdir = Path(args.workdir).expanduser() if args.workdir else default_workdir()
+    steps = [int(s) for s in args.steps.split(",")] if args.steps else None
+    solve(workdir, kubeconfig=args.kubeconfig, cluster_name=args.cluster, steps=steps)
+    print(f"reference solution applied; work directory: {workdir}")
+    return 0

@@ -1,0 +1,60 @@
+"""The learner's terminal: a table per step, then each failure's feedback, nothing to scroll.
+
+Colour only on a terminal (and never with ``NO_COLOR``); a pipe or a CI log gets plain text.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import unicodedata
+
+from gpushare import messages
+from gpushare.results import Report
+
+GREEN, RED, BOLD, DIM, RESET = "\x1b[32m", "\x1b[31m", "\x1b[1m", "\x1b[2m", "\x1b[0m"
+
+
+def want_color(choice: str = "auto", stream: object = None) -> bool:
+    if choice == "yes":
+        return True
+    if choice == "no" or os.environ.get("NO_COLOR"):
+        return False
+    stream = stream or sys.stdout
+    return bool(getattr(stream, "isatty", lambda: False)())
+
+
+def _width(text: str) -> int:
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def _pad(text: str, width: int) -> str:
+    return text + " " * max(0, width - _width(text))
+
+
+def render(report: Report, *, color: bool, feedback: bool = True) -> str:
+    lang = report.lang
+
+    def paint(code: str, text: str) -> str:
+        return f"{code}{text}{RESET}" if color else text
+
+    ok_word, fail_word = messages.label("pass", lang), messages.label("fail", lang)
+    out: list[str] = []
+    out.append(paint(BOLD, messages.label("summary_title", lang)))
+    for step, (score, max_score, ok) in sorted(report.steps().items()):
+        mark = paint(GREEN, ok_word) if ok else paint(RED, fail_word)
+        name = _pad(messages.label(f"step{step}", lang), 34)
+        out.append(f"  {step}. {name} {score:>3}/{max_score:<3} {mark}")
+    total = f"{messages.label('total', lang)}: {report.score}/{report.max_score}"
+    out.append(paint(BOLD, "  " + total))
+    out.append(paint(DIM, f"  seed={report.seed}  lang={lang}  workdir={report.workdir}"))
+    failed = [c for c in report.checks if not c.passed]
+    if feedback and failed:
+        out.append("")
+        out.append(paint(BOLD, messages.label("failures_title", lang)))
+        for c in failed:
+            head = f"[{c.number}] {c.title}  (0/{c.max_score})"
+            out.append(paint(RED, head))
+            out.extend("    " + line for line in c.output.splitlines())
+            out.append("")
+    return "\n".join(out).rstrip() + "\n"

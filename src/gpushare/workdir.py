@@ -1,0 +1,187 @@
+"""Reading a learner's files without trusting them.
+
+Every read is bounded (size cap, regular files only, so a FIFO or /dev/zero behind a link
+cannot hang or flood a grader), and every failure is a value, not an exception: a
+:class:`FileProblem` that a check turns into feedback with the file, line and column. YAML is
+loaded with PyYAML's safe loader into dicts that remember the line of each key, so feedback can
+point at ``k8s/mig-job.yaml:14``.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gpushare.checks import T
+
+MAX_BYTES = 1024 * 1024
+DEFAULT_WORKDIR = "/root/gpushare"
+
+
+def default_workdir() -> Path:
+    return Path(os.environ.get("GPUSHARE_WORKDIR") or DEFAULT_WORKDIR)
+
+
+class LineDict(dict):  # type: ignore[type-arg]
+    """A mapping from YAML that knows the line of itself and of each key (1-based)."""
+
+    line: int = 0
+    key_lines: dict[Any, int]
+
+    def line_of(self, key: Any) -> int:
+        return self.key_lines.get(key, self.line)
+
+
+class _LineLoader(yaml.SafeLoader):
+    """SafeLoader whose mappings are :class:`LineDict`; nothing but plain data is built."""
+
+
+def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> LineDict:
+    loader.flatten_mapping(node)
+    out = LineDict()
+    out.line = node.start_mark.line + 1
+    out.key_lines = {}
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            hash(key)
+        except TypeError:
+            key = str(key)
+        out[key] = loader.construct_object(value_node, deep=True)
+        out.key_lines[key] = key_node.start_mark.line + 1
+    return out
+
+
+_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+@dataclass(frozen=True)
+class FileProblem:
+    """Why a file could not be used; ``problem`` is a catalog value with its parameters."""
+
+    path: str
+    problem: T
+    line: int | None = None
+
+    @property
+    def where(self) -> str:
+        return f"{self.path}:{self.line}" if self.line else self.path
+
+
+def load_yaml_text(text: str, origin: str, first_line: int = 1) -> list[Any] | FileProblem:
+    """All documents of ``text``; a syntax error is a FileProblem at its line and column."""
+    try:
+        docs = list(yaml.load_all(text, Loader=_LineLoader))
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = (mark.line + first_line) if mark else None
+        col = (mark.column + 1) if mark else 0
+        what = " ".join(filter(None, [exc.context, exc.problem])) or "syntax error"
+        return FileProblem(
+            origin, T("yaml_invalid", line=line or "?", column=col, error=what), line
+        )
+    except (yaml.YAMLError, RecursionError, ValueError) as exc:
+        return FileProblem(origin, T("yaml_invalid", line="?", column="?", error=str(exc)[:200]))
+    return docs
+
+
+@dataclass
+class Workdir:
+    """The learner's work directory (``k8s/``, ``bin/``, ``out/``)."""
+
+    root: Path
+
+    def path(self, rel: str) -> Path:
+        return self.root / rel
+
+    def read_text(self, rel: str) -> str | FileProblem:
+        """The file's text with CRLF folded to LF; or why it cannot be read as text."""
+        p = self.path(rel)
+        try:
+            st = p.stat()
+        except FileNotFoundError:
+            if p.is_symlink():
+                return FileProblem(rel, T("file_dangling_link"))
+            return FileProblem(rel, T("file_missing"))
+        except OSError as exc:
+            return FileProblem(rel, T("file_unreadable", error=exc.strerror or str(exc)))
+        if stat.S_ISDIR(st.st_mode):
+            return FileProblem(rel, T("file_is_directory"))
+        if not stat.S_ISREG(st.st_mode):
+            return FileProblem(rel, T("file_not_regular"))
+        if st.st_size > MAX_BYTES:
+            return FileProblem(rel, T("file_too_large", size=st.st_size, limit=MAX_BYTES))
+        try:
+            with open(p, "rb") as fh:
+                raw = fh.read(MAX_BYTES + 1)
+        except OSError as exc:
+            return FileProblem(rel, T("file_unreadable", error=exc.strerror or str(exc)))
+        if b"\x00" in raw:
+            return FileProblem(rel, T("file_binary"))
+        try:
+            text = raw.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            line = raw[: exc.start].count(b"\n") + 1
+            return FileProblem(rel, T("file_not_utf8", line=line), line)
+        text = text.replace("\r\n", "\n")
+        if not text.strip():
+            return FileProblem(rel, T("file_empty"))
+        return text
+
+    def yaml_docs(self, rel: str) -> list[Any] | FileProblem:
+        """Non-empty YAML documents of a file (``---`` separated)."""
+        text = self.read_text(rel)
+        if isinstance(text, FileProblem):
+            return text
+        docs = load_yaml_text(text, rel)
+        if isinstance(docs, FileProblem):
+            return docs
+        docs = [d for d in docs if d is not None]
+        if not docs:
+            return FileProblem(rel, T("file_empty"))
+        return docs
+
+    def objects(self, rel: str) -> list[LineDict] | FileProblem:
+        """Kubernetes objects of a manifest, flattening ``kind: List``."""
+        docs = self.yaml_docs(rel)
+        if isinstance(docs, FileProblem):
+            return docs
+        out: list[LineDict] = []
+        for doc in docs:
+            if not isinstance(doc, dict):
+                return FileProblem(
+                    rel, T("yaml_not_object", found=type(doc).__name__), getattr(doc, "line", None)
+                )
+            if doc.get("kind") == "List" and isinstance(doc.get("items"), list):
+                out.extend(i for i in doc["items"] if isinstance(i, dict))
+            else:
+                out.append(doc)  # type: ignore[arg-type]
+        return out
+
+    def key_values(self, rel: str) -> dict[str, tuple[str, int]] | FileProblem:
+        """``KEY=value`` lines: key -> (value, line). Blank lines and ``#`` comments ignored.
+
+        Surrounding spaces are tolerated; a line that is not ``KEY=value`` is a problem at its
+        line, so the learner sees exactly which line the grader could not read.
+        """
+        text = self.read_text(rel)
+        if isinstance(text, FileProblem):
+            return text
+        out: dict[str, tuple[str, int]] = {}
+        for n, raw in enumerate(text.split("\n"), 1):
+            line = raw.strip()
+            if not line or line.startswith("#"):
+                continue
+            if "=" not in line:
+                return FileProblem(rel, T("line_not_key_value", line=n, text=line[:80]), n)
+            key, _, value = line.partition("=")
+            key, value = key.strip(), value.strip()
+            if key in out:
+                return FileProblem(rel, T("line_duplicate_key", key=key[:80], line=n), n)
+            out[key] = (value, n)
+        return out

@@ -1,0 +1,418 @@
+"""The graders against a real lab (issue 3): fresh fails, solved passes, every mutant is caught
+exactly where it should be, valid alternatives pass, hostile input costs only its check.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from gpushare import cluster, solve
+from gpushare.solve import solutions_dir
+from tests.helpers import ROOT, kubectl, run_grade
+from tests.mutants import CLUSTER_MUTANTS, FILE_MUTANTS, Mutant, edit
+
+ALL_CHECKS = {
+    f"{step}.{n}"
+    for step, count in {1: 6, 2: 4, 3: 3, 4: 4, 5: 5, 6: 5, 7: 3, 8: 3}.items()
+    for n in range(1, count + 1)
+}
+
+
+def test_fresh_lab_fails_every_check(lab, state, tmp_path):
+    state.fresh()
+    empty = tmp_path / "empty-workdir"
+    empty.mkdir()
+    run = run_grade(lab, empty, tmp_path)
+    assert run.rc == 1, run.stderr
+    assert run.results["score"] == 0
+    assert run.results["max_score"] == 100
+    assert {t["number"] for t in run.results["tests"]} == ALL_CHECKS
+    assert run.failed() == ALL_CHECKS
+    assert run.grader_errors() == []
+    for t in run.results["tests"]:
+        assert t["output"].strip(), f"{t['number']} failed without feedback"
+
+
+def test_reference_solution_gets_full_score(lab, state, tmp_path):
+    workdir = state.solve()
+    run = run_grade(lab, workdir, tmp_path)
+    assert run.failed() == set(), [run.test(n)["output"] for n in run.failed()]
+    assert run.rc == 0
+    assert run.results["score"] == 100
+
+
+def test_every_check_is_targeted_by_a_mutant():
+    targeted = set().union(*(m.fails for m in FILE_MUTANTS + CLUSTER_MUTANTS))
+    assert targeted == ALL_CHECKS
+
+
+def _check_mutant(run, mutant: Mutant) -> None:
+    assert run.grader_errors() == [], run.grader_errors()
+    assert run.failed() == mutant.fails, {n: run.test(n)["output"] for n in run.failed()}
+    assert run.rc == 1
+    steps = {n.split(".")[0] for n in mutant.fails}
+    for n in mutant.fails:
+        assert run.test(n)["output"].strip()
+    assert steps, mutant.id
+
+
+@pytest.mark.parametrize("mutant", FILE_MUTANTS, ids=lambda m: m.id)
+def test_file_mutant_is_caught(lab, state, tmp_path, copy_workdir, mutant):
+    workdir = copy_workdir(state.solve())
+    mutant.files(workdir)
+    _check_mutant(run_grade(lab, workdir, tmp_path), mutant)
+
+
+@pytest.mark.parametrize("mutant", CLUSTER_MUTANTS, ids=lambda m: m.id)
+def test_cluster_mutant_is_caught(lab, state, tmp_path, copy_workdir, mutant):
+    workdir = copy_workdir(state.solve())
+    state.dirty()
+    mutant.cluster(lab, workdir)
+    _check_mutant(run_grade(lab, workdir, tmp_path), mutant)
+
+
+# --- valid alternatives -----------------------------------------------------------------
+
+AFFINITY = """  affinity:
+    nodeAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+        nodeSelectorTerms:
+          - matchExpressions:
+              - key: {key}
+                operator: In
+                values: [{value}]
+"""
+
+
+def _alternative_solutions(dst: Path) -> Path:
+    """A copy of solutions/ written the other correct ways a learner may choose."""
+    shutil.copytree(solutions_dir(), dst)
+    k8s = dst / "workdir" / "k8s"
+    # `|` instead of `|-`, and no namespace in the ConfigMap file (applied with -n)
+    edit(k8s / "device-plugin-configs.yaml", ": |-", ": |", count=3)
+    # node affinity instead of nodeSelector, quoted quantities, requests and limits both
+    placement = (k8s / "placement.yaml").read_text()
+    for key, value in [
+        ("nvidia.com/mig.strategy", "mixed"),
+        ("nvidia.com/device-plugin.config", "shared"),
+        ("nvidia.com/device-plugin.config", "default"),
+    ]:
+        placement = placement.replace(
+            f"  nodeSelector:\n    {key}: {value}\n",
+            AFFINITY.format(key=key, value=value),
+            1,
+        )
+    placement = placement.replace("nvidia.com/gpu: 1", 'nvidia.com/gpu: "1"')
+    # a kind: List holding the three pods
+    docs = [d.strip() for d in placement.split("---")]
+    items = "\n".join("  - " + "\n    ".join(d.splitlines()) for d in docs)
+    (k8s / "placement.yaml").write_text(f"apiVersion: v1\nkind: List\nitems:\n{items}\n")
+    edit(
+        k8s / "mig-job.yaml",
+        "        limits:\n          nvidia.com/gpu: 1",
+        '        requests:\n          nvidia.com/gpu: "1"\n        limits:\n'
+        '          nvidia.com/gpu: "1"',
+    )
+    # the check script in plain Python instead of bash
+    (dst / "workdir" / "bin" / "check-request.sh").write_text(
+        "#!/usr/bin/env python3\n"
+        "import sys\nimport yaml\n\n"
+        "bad = []\n"
+        "for doc in yaml.safe_load_all(open(sys.argv[1])):\n"
+        "    if not isinstance(doc, dict) or doc.get('kind') != 'Pod':\n"
+        "        continue\n"
+        "    for c in doc.get('spec', {}).get('containers', []):\n"
+        "        r = c.get('resources') or {}\n"
+        "        n = max(int(r.get(s, {}).get('nvidia.com/gpu', 0) or 0)\n"
+        "                for s in ('limits', 'requests'))\n"
+        "        if n > 1:\n"
+        "            bad.append(f\"OVER={c['name']}={n}\")\n"
+        "for line in bad:\n    print(line)\n"
+        "if not bad:\n    print('OK')\n"
+        "sys.exit(1 if bad else 0)\n"
+    )
+    # a different GPU product label
+    edit(
+        dst / "solve.sh",
+        "nvidia.com/gpu.product=NVIDIA-A100-SXM4-80GB",
+        "nvidia.com/gpu.product=A100-80GB",
+    )
+    return dst
+
+
+def test_valid_alternatives_get_full_score(lab, state, tmp_path):
+    state.fresh()
+    workdir = tmp_path / "alt"
+    solve.solve(
+        workdir,
+        kubeconfig=str(lab.kubeconfig),
+        solutions=_alternative_solutions(tmp_path / "solutions"),
+    )
+    state.dirty()
+    # learner-written text files: CRLF, trailing spaces, comments, another order, extra lines
+    (workdir / "out/isolation.txt").write_bytes(
+        b"# my table\r\nMIG_FAULT_ISOLATION = yes  \r\nMIG_MEMORY_ISOLATION=yes\r\n\r\n"
+        b"MPS_MEMORY_ISOLATION=partial\r\nTIMESLICING_FAULT_ISOLATION=no\r\n"
+        b"TIMESLICING_MEMORY_ISOLATION=no"
+    )
+    lines = (workdir / "out/placement.txt").read_text().splitlines()
+    (workdir / "out/placement.txt").write_text("\r\n".join(reversed(lines)) + "  \r\n")
+    denied = (workdir / "out/quota-denied.txt").read_text()
+    (workdir / "out/quota-denied.txt").write_text(
+        "$ kubectl apply -f k8s/team-over.yaml\n" + denied
+    )
+    run = run_grade(lab, workdir, tmp_path)
+    assert run.failed() == set(), {n: run.test(n)["output"] for n in run.failed()}
+    assert run.results["score"] == 100
+
+
+# --- hostile input ----------------------------------------------------------------------
+
+HOSTILE_SCRIPTS = {
+    "sleeps forever": "#!/bin/sh\nexec sleep 1000\n",
+    "forks a daemon": (
+        "#!/bin/bash\n( setsid bash -c 'echo $$ >> \"$MARK\"; exec sleep 1000' & ) \necho OK\n"
+    ),
+    "floods its output": "#!/bin/sh\nexec yes OVER=flood=9\n",
+    "is binary garbage": "\x7fELF\x00\x00garbage",
+}
+
+
+def _marked_processes(mark: str) -> list[psutil.Process]:
+    found = []
+    for p in psutil.process_iter(["environ"]):
+        try:
+            if (p.info["environ"] or {}).get("MARK") == mark:
+                found.append(p)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+    return found
+
+
+@pytest.mark.parametrize("kind", list(HOSTILE_SCRIPTS))
+def test_hostile_script_costs_only_step_6(lab, state, tmp_path, copy_workdir, kind, monkeypatch):
+    workdir = copy_workdir(state.solve())
+    mark = str(tmp_path / "daemon-pids")
+    monkeypatch.setenv("MARK", mark)
+    script = workdir / "bin/check-request.sh"
+    script.write_bytes(HOSTILE_SCRIPTS[kind].encode("latin-1"))
+    script.chmod(0o755)
+    t0 = time.monotonic()
+    run = run_grade(lab, workdir, tmp_path)
+    elapsed = time.monotonic() - t0
+    try:
+        assert run.grader_errors() == []
+        assert run.failed() and run.failed() <= {"6.2", "6.3", "6.4", "6.5"}, run.failed()
+        assert elapsed < 60, f"a hostile script held the grade for {elapsed:.0f}s"
+        assert _marked_processes(mark) == []
+        if Path(mark).exists():
+            for pid in map(int, Path(mark).read_text().split()):
+                assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie"
+    finally:
+        for p in _marked_processes(mark):
+            p.kill()
+
+
+def test_hostile_files_cost_only_their_checks(lab, state, tmp_path, copy_workdir):
+    workdir = copy_workdir(state.solve())
+    (workdir / "out/isolation.txt").write_bytes(b"\x00\x01\x02binary")
+    (workdir / "out/placement.txt").write_bytes(b"notebook=lab-node-1\n\xff\xfe\n")
+    (workdir / "out/quota-denied.txt").unlink()
+    os.mkfifo(workdir / "out/quota-denied.txt")
+    (workdir / "k8s/mig-job.yaml").write_text("apiVersion: v1\nkind: Pod\nmetadata:\n  name: [x\n")
+    (workdir / "k8s/gpu-quota.yaml").unlink()
+    (workdir / "k8s/gpu-quota.yaml").mkdir()
+    os.symlink("/dev/zero", workdir / "k8s/team-over.yaml.tmp")
+    (workdir / "k8s/team-over.yaml").unlink()
+    os.rename(workdir / "k8s/team-over.yaml.tmp", workdir / "k8s/team-over.yaml")
+    run = run_grade(lab, workdir, tmp_path)
+    assert run.grader_errors() == []
+    assert run.failed() == {"4.1", "4.2", "5.1", "5.4", "5.5", "7.2", "7.3", "8.3"}
+    assert "k8s/mig-job.yaml:4" in run.test("4.1")["output"]
+    assert "column" in run.test("4.1")["output"]
+    assert "binary" in run.test("7.2")["output"]
+    assert (
+        "UTF-8" in run.test("8.3")["output"] and "out/placement.txt:2" in run.test("8.3")["output"]
+    )
+    assert "directory" in run.test("5.1")["output"]
+    assert "regular file" in run.test("5.4")["output"]
+
+
+def _cluster_fingerprint(client) -> dict:
+    """Everything a grade could change: objects' resourceVersions, nodes' labels and status."""
+    fp = {}
+    for path in (
+        "/api/v1/namespaces",
+        "/api/v1/pods",
+        "/api/v1/configmaps",
+        "/api/v1/resourcequotas",
+        "/api/v1/serviceaccounts",
+    ):
+        for item in client.get(path)["items"]:
+            meta = item["metadata"]
+            fp[(path, meta.get("namespace"), meta["name"])] = meta["resourceVersion"]
+    for node in client.get("/api/v1/nodes")["items"]:
+        fp[("node", node["metadata"]["name"])] = (
+            node["metadata"].get("labels"),
+            node["status"].get("capacity"),
+            node["status"].get("allocatable"),
+            node["spec"],
+        )
+    return fp
+
+
+def _tree_fingerprint(root: Path) -> dict:
+    out = {}
+    for p in sorted(root.rglob("*")):
+        st = p.lstat()
+        data = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else None
+        out[str(p.relative_to(root))] = (st.st_mode, st.st_mtime_ns, data)
+    return out
+
+
+def test_grading_is_read_only(lab, state, client, tmp_path):
+    workdir = state.solve()
+    before = (_cluster_fingerprint(client), _tree_fingerprint(workdir))
+    for _ in range(2):
+        run = run_grade(lab, workdir, tmp_path)
+        assert run.rc == 0
+    after = (_cluster_fingerprint(client), _tree_fingerprint(workdir))
+    assert before == after
+
+
+def test_pytest_graders_gives_the_same_checks_and_score(lab, state, tmp_path):
+    """The instructor's entry point: pytest graders/ with the same options."""
+    workdir = state.solve()
+    via_cli = run_grade(lab, workdir, tmp_path, seed=11)
+    json_path = tmp_path / "pytest.json"
+    proc = subprocess.run(
+        [
+            "python",
+            "-m",
+            "pytest",
+            "graders",
+            "--kubeconfig",
+            str(lab.kubeconfig),
+            "--workdir",
+            str(workdir),
+            "--json",
+            str(json_path),
+            "--seed",
+            "11",
+            "--lang",
+            "en",
+            "-p",
+            "no:cacheprovider",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        env={**os.environ, "PATH": os.path.dirname(os.sys.executable) + ":" + os.environ["PATH"]},
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    import json
+
+    via_pytest = json.loads(json_path.read_text())
+    strip = lambda r: [(t["number"], t["score"], t["status"]) for t in r["tests"]]  # noqa: E731
+    assert strip(via_pytest) == strip(via_cli.results)
+    assert via_pytest["score"] == via_cli.results["score"] == 100
+
+
+def test_unreachable_cluster_exits_2_with_one_line(tmp_path):
+    kubeconfig = tmp_path / "dead.kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: dead\n"
+        "clusters:\n- name: dead\n  cluster:\n    server: https://127.0.0.1:1\n"
+        "    insecure-skip-tls-verify: true\n"
+        "contexts:\n- name: dead\n  context:\n    cluster: dead\n    user: u\n"
+        "users:\n- name: u\n  user:\n    token: x\n"
+    )
+    for cmd in (
+        [
+            "python",
+            "-m",
+            "gpushare",
+            "grade",
+            "--kubeconfig",
+            str(kubeconfig),
+            "--workdir",
+            str(tmp_path),
+        ],
+        [
+            "python",
+            "-m",
+            "pytest",
+            "graders",
+            "--kubeconfig",
+            str(kubeconfig),
+            "--workdir",
+            str(tmp_path),
+            "-p",
+            "no:cacheprovider",
+        ],
+    ):
+        t0 = time.monotonic()
+        proc = subprocess.run(
+            cmd,
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=60,
+            env={
+                **os.environ,
+                "PATH": os.path.dirname(os.sys.executable) + ":" + os.environ["PATH"],
+            },
+        )
+        elapsed = time.monotonic() - t0
+        assert proc.returncode == 2, (proc.stdout, proc.stderr)
+        text = proc.stdout + proc.stderr
+        assert "https://127.0.0.1:1" in text and "gpushare up" in text
+        assert "Traceback" not in text
+        assert elapsed < 30
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    cli = subprocess.run(
+        ["python", "-m", "gpushare", "grade", "--kubeconfig", str(kubeconfig)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        env={**os.environ, "PATH": os.path.dirname(os.sys.executable) + ":" + os.environ["PATH"]},
+    )
+    assert len([ln for ln in cli.stderr.splitlines() if ln.strip()]) == 1, cli.stderr
+    assert lines is not None
+
+
+def test_cli_solve_and_reset_round_trip(lab, state, tmp_path):
+    """``gpushare solve`` and ``gpushare reset`` as an instructor types them."""
+    env = {**os.environ, "PATH": os.path.dirname(os.sys.executable) + ":" + os.environ["PATH"]}
+    wd = tmp_path / "cli-solve"
+    subprocess.run(
+        ["python", "-m", "gpushare", "solve", "--cluster", lab.name, "--workdir", str(wd)],
+        check=True,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        timeout=300,
+    )
+    state.dirty()
+    assert run_grade(lab, wd, tmp_path).results["score"] == 100
+    subprocess.run(
+        ["python", "-m", "gpushare", "reset", "--cluster", lab.name],
+        check=True,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        timeout=60,
+    )
+    assert run_grade(lab, wd, tmp_path).results["score"] < 100
+    assert kubectl(lab, "get", "ns", "gpu-share", check=False).returncode != 0
+    assert cluster.Lab(lab.name).exists()

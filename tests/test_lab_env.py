@@ -1,0 +1,261 @@
+"""The lab environment (issue 2): a real kwok control plane, its nodes, scheduler and quota."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from gpushare import cluster
+from gpushare.cluster import LAB_NODES, NODE_RESOURCES
+from gpushare.kubeapi import ApiError, Client
+from tests.helpers import ROOT, kubectl
+
+
+def _pod(name: str, resources: dict[str, str], **spec) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "containers": [{"name": "c", "image": "pause", "resources": {"limits": resources}}],
+            **spec,
+        },
+    }
+
+
+def _wait(predicate, timeout: float = 30.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _namespace(client: Client, name: str) -> None:
+    client.create("/api/v1/namespaces", {"metadata": {"name": name}})
+    cluster.wait_default_serviceaccount(client, name)
+
+
+def _set_gpus(client: Client, node: str, count: str) -> None:
+    client.merge_patch(
+        f"/api/v1/nodes/{node}/status",
+        {
+            "status": {
+                "capacity": {"nvidia.com/gpu": count},
+                "allocatable": {"nvidia.com/gpu": count},
+            }
+        },
+    )
+
+
+def test_up_gives_three_fresh_ready_nodes(lab, client, state):
+    state.fresh()
+    nodes = {n["metadata"]["name"]: n for n in client.get("/api/v1/nodes")["items"]}
+    assert sorted(nodes) == list(LAB_NODES)
+    for node in nodes.values():
+        ready = [c for c in node["status"]["conditions"] if c["type"] == "Ready"]
+        assert ready and ready[0]["status"] == "True"
+        assert not [k for k in node["metadata"]["labels"] if k.startswith("nvidia.com/")]
+        for field in ("capacity", "allocatable"):
+            assert node["status"][field] == NODE_RESOURCES
+
+
+def test_gpu_status_patch_survives_kwok_and_steers_the_scheduler(lab, client, state):
+    state.fresh()
+    _namespace(client, "sched")
+    _set_gpus(client, "lab-node-1", "2")
+    # Make kwok write the node's status itself: a NotReady node goes through kwok's
+    # node-initialize stage again, whose template must keep our capacity.
+    node = client.get("/api/v1/nodes/lab-node-1")
+    conditions = [
+        {**c, "status": "False"} if c["type"] == "Ready" else c
+        for c in node["status"]["conditions"]
+    ]
+    client.merge_patch("/api/v1/nodes/lab-node-1/status", {"status": {"conditions": conditions}})
+    _wait(lambda: cluster._node_ready(client.get("/api/v1/nodes/lab-node-1")), what="Ready again")
+    status = client.get("/api/v1/nodes/lab-node-1")["status"]
+    assert status["capacity"]["nvidia.com/gpu"] == "2"
+    assert status["allocatable"]["nvidia.com/gpu"] == "2"
+
+    for i in range(2):
+        client.create("/api/v1/namespaces/sched/pods", _pod(f"gpu-{i}", {"nvidia.com/gpu": "1"}))
+    for i in range(2):
+        node = _wait(
+            lambda i=i: client.get(f"/api/v1/namespaces/sched/pods/gpu-{i}")["spec"].get(
+                "nodeName"
+            ),
+            what=f"gpu-{i} scheduled",
+        )
+        assert node == "lab-node-1"
+    # a third one finds no node with a free nvidia.com/gpu: Pending, with the scheduler's reason
+    client.create("/api/v1/namespaces/sched/pods", _pod("gpu-2", {"nvidia.com/gpu": "1"}))
+    cond = _wait(
+        lambda: [
+            c
+            for c in (client.get("/api/v1/namespaces/sched/pods/gpu-2").get("status") or {}).get(
+                "conditions", []
+            )
+            if c["type"] == "PodScheduled" and c["status"] == "False"
+        ],
+        what="gpu-2 unschedulable",
+    )
+    assert "nvidia.com/gpu" in cond[0]["message"]
+    assert not client.get("/api/v1/namespaces/sched/pods/gpu-2")["spec"].get("nodeName")
+    state.dirty()
+
+
+def test_no_gpu_anywhere_leaves_pod_pending(lab, client, state):
+    state.fresh()
+    _namespace(client, "pending")
+    client.create("/api/v1/namespaces/pending/pods", _pod("lonely", {"nvidia.com/gpu": "1"}))
+    cond = _wait(
+        lambda: [
+            c
+            for c in (client.get("/api/v1/namespaces/pending/pods/lonely").get("status") or {}).get(
+                "conditions", []
+            )
+            if c["type"] == "PodScheduled" and c["status"] == "False"
+        ],
+        what="unschedulable",
+    )
+    assert "Insufficient nvidia.com/gpu" in cond[0]["message"]
+    state.dirty()
+
+
+def test_quota_denies_the_third_gpu_pod_with_the_apiserver_text(lab, client, state):
+    state.fresh()
+    _namespace(client, "quota")
+    _set_gpus(client, "lab-node-0", "8")
+    client.create(
+        "/api/v1/namespaces/quota/resourcequotas",
+        {"metadata": {"name": "gpu-quota"}, "spec": {"hard": {"requests.nvidia.com/gpu": "2"}}},
+    )
+    # the apiserver enforces a quota only once the controller manager filled its status
+    _wait(
+        lambda: (
+            client.get("/api/v1/namespaces/quota/resourcequotas/gpu-quota").get("status") or {}
+        ).get("hard"),
+        what="quota status",
+    )
+    for i in range(2):
+        client.create("/api/v1/namespaces/quota/pods", _pod(f"p{i}", {"nvidia.com/gpu": "1"}))
+    with pytest.raises(ApiError) as denied:
+        client.create("/api/v1/namespaces/quota/pods", _pod("p2", {"nvidia.com/gpu": "1"}))
+    assert denied.value.status == 403
+    assert denied.value.message == (
+        'pods "p2" is forbidden: exceeded quota: gpu-quota, requested: '
+        "requests.nvidia.com/gpu=1, used: requests.nvidia.com/gpu=2, "
+        "limited: requests.nvidia.com/gpu=2"
+    )
+    assert client.get_or_none("/api/v1/namespaces/quota/pods/p2") is None
+    # and kubectl, as the learner sees it
+    out = kubectl(
+        lab,
+        "run",
+        "p3",
+        "-n",
+        "quota",
+        "--image=pause",
+        "--overrides",
+        '{"spec":{"containers":[{"name":"p3","image":"pause",'
+        '"resources":{"limits":{"nvidia.com/gpu":"1"}}}]}}',
+        check=False,
+    )
+    assert out.returncode != 0
+    assert "exceeded quota: gpu-quota" in out.stderr
+    state.dirty()
+
+
+def test_reset_restores_the_fresh_lab(lab, client, state):
+    state.solve()
+    t0 = time.monotonic()
+    cluster.reset(lab.name)
+    elapsed = time.monotonic() - t0
+    state.dirty()
+    namespaces = {n["metadata"]["name"] for n in client.get("/api/v1/namespaces")["items"]}
+    assert namespaces == set(cluster.SYSTEM_NAMESPACES)
+    for node in client.get("/api/v1/nodes")["items"]:
+        assert node["metadata"]["labels"] == cluster.fresh_node_labels(node["metadata"]["name"])
+        assert node["status"]["capacity"] == NODE_RESOURCES
+        assert node["status"]["allocatable"] == NODE_RESOURCES
+    pods = client.get("/api/v1/pods")["items"]
+    assert [p["metadata"]["name"] for p in pods] == []
+    print(f"reset took {elapsed:.2f}s")
+
+
+def test_second_up_reuses_the_running_lab(lab):
+    before = lab.running_components()
+    assert set(before) == set(cluster.COMPONENT_BINARIES)
+    t0 = time.monotonic()
+    again = cluster.up(lab.name)
+    print(f"warm up took {time.monotonic() - t0:.2f}s")
+    assert again.running_components() == before  # same pids: nothing restarted
+
+
+def test_cli_env_points_kubectl_at_the_lab(lab):
+    out = subprocess.run(
+        [sys.executable, "-m", "gpushare", "env", "--cluster", lab.name],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    script = out.stdout + "\nkubectl get nodes -o name\n"
+    res = subprocess.run(
+        ["bash", "-c", script],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root")},
+    )
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == [f"node/{n}" for n in LAB_NODES]
+
+
+def test_stop_keeps_data_and_down_leaves_no_process(tmp_path):
+    """A throwaway second cluster: stop/up keeps its data, down ends every process."""
+    name = "gpushare-lifecycle"
+    lab2 = cluster.up(name)
+    try:
+        c = lab2.client()
+        c.create("/api/v1/namespaces", {"metadata": {"name": "keep-me"}})
+        pids = lab2.running_components()
+        assert set(pids) == set(cluster.COMPONENT_BINARIES)
+        cluster.stop(name)
+        assert not any(
+            psutil.pid_exists(p) and psutil.Process(p).status() != "zombie" for p in pids.values()
+        )
+        cluster.up(name)
+        assert lab2.client().get_or_none("/api/v1/namespaces/keep-me") is not None
+        pids = lab2.running_components()
+    finally:
+        cluster.down(name)
+    assert not cluster.Lab(name).dir.exists()
+    for pid in pids.values():
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie"
+    from gpushare import procs
+
+    assert procs.cluster_processes(cluster.Lab(name).dir) == []
+
+
+def test_status_reports_components_and_versions(lab):
+    out = subprocess.run(
+        [sys.executable, "-m", "gpushare", "status", "--cluster", lab.name, "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
+    import json
+
+    info = json.loads(out.stdout)
+    assert info["versions"]["kubernetes"] == "v1.36.3"
+    assert set(info["components"]) == set(cluster.COMPONENT_BINARIES)
+    assert info["apiserver"].startswith("https://")
+    assert Path(info["kubeconfig"]).is_file()

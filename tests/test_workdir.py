@@ -1,0 +1,89 @@
+"""Reading untrusted learner files (no cluster needed): every problem is a value, never a crash."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from gpushare.workdir import FileProblem, Workdir, load_yaml_text
+
+
+def _wd(tmp_path: Path, rel: str, content: bytes | str) -> Workdir:
+    p = tmp_path / rel
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_bytes(content.encode() if isinstance(content, str) else content)
+    return Workdir(tmp_path)
+
+
+def test_missing_directory_and_dangling_link(tmp_path):
+    wd = Workdir(tmp_path)
+    assert wd.read_text("out/x.txt").problem.key == "file_missing"
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "dir.txt").mkdir()
+    assert wd.read_text("out/dir.txt").problem.key == "file_is_directory"
+    os.symlink(tmp_path / "nowhere", tmp_path / "out" / "link.txt")
+    assert wd.read_text("out/link.txt").problem.key == "file_dangling_link"
+
+
+def test_fifo_and_devices_are_not_read(tmp_path):
+    (tmp_path / "out").mkdir()
+    os.mkfifo(tmp_path / "out" / "fifo.txt")  # reading it would block forever
+    os.symlink("/dev/zero", tmp_path / "out" / "zero.txt")  # reading it would never end
+    wd = Workdir(tmp_path)
+    assert wd.read_text("out/fifo.txt").problem.key == "file_not_regular"
+    assert wd.read_text("out/zero.txt").problem.key == "file_not_regular"
+
+
+def test_binary_non_utf8_empty_and_huge(tmp_path):
+    assert _wd(tmp_path, "a", b"\x00\x01ELF").read_text("a").problem.key == "file_binary"
+    bad = _wd(tmp_path, "b", b"ok\nstill ok\n\xff\xfe bad\n").read_text("b")
+    assert bad.problem.key == "file_not_utf8" and bad.line == 3
+    assert _wd(tmp_path, "c", " \n\n").read_text("c").problem.key == "file_empty"
+    big = _wd(tmp_path, "d", b"x" * (1024 * 1024 + 1)).read_text("d")
+    assert big.problem.key == "file_too_large"
+
+
+def test_crlf_bom_and_spaces_are_tolerated(tmp_path):
+    wd = _wd(tmp_path, "out/t.txt", "\ufeffA=yes  \r\n\r\n  B = no\r\n# comment\r\n")
+    assert wd.key_values("out/t.txt") == {"A": ("yes", 1), "B": ("no", 3)}
+
+
+def test_key_value_problems_name_the_line(tmp_path):
+    wd = _wd(tmp_path, "o.txt", "A=1\nnot a pair\n")
+    problem = wd.key_values("o.txt")
+    assert isinstance(problem, FileProblem)
+    assert problem.problem.key == "line_not_key_value" and problem.where == "o.txt:2"
+    dup = _wd(tmp_path, "p.txt", "A=1\nA=2\n").key_values("p.txt")
+    assert dup.problem.key == "line_duplicate_key" and dup.line == 2
+
+
+def test_malformed_yaml_gives_line_and_column(tmp_path):
+    wd = _wd(tmp_path, "k8s/x.yaml", "apiVersion: v1\nkind: Pod\nmetadata:\n  name: [oops\n")
+    problem = wd.objects("k8s/x.yaml")
+    assert isinstance(problem, FileProblem)
+    assert problem.problem.key == "yaml_invalid"
+    assert problem.line is not None and problem.line >= 4
+    assert problem.where.startswith("k8s/x.yaml:")
+    assert problem.problem.params["column"] >= 1
+
+
+def test_yaml_lines_are_remembered_and_lists_flattened(tmp_path):
+    text = (
+        "apiVersion: v1\nkind: List\nitems:\n- kind: Pod\n  metadata:\n    name: a\n"
+        "---\n\n---\nkind: Pod\nmetadata:\n  name: b\n"
+    )
+    objs = _wd(tmp_path, "k.yaml", text).objects("k.yaml")
+    assert [o["metadata"]["name"] for o in objs] == ["a", "b"]
+    assert objs[1].line == 10 and objs[1]["metadata"].line_of("name") == 12
+
+
+def test_non_object_documents_and_hostile_yaml(tmp_path):
+    assert _wd(tmp_path, "s.yaml", "just a string\n").objects("s.yaml").problem.key == (
+        "yaml_not_object"
+    )
+    # python-specific tags are refused by the safe loader rather than executed
+    tag = _wd(tmp_path, "t.yaml", "!!python/object/apply:os.system ['true']\n").objects("t.yaml")
+    assert isinstance(tag, FileProblem) and tag.problem.key == "yaml_invalid"
+    # a self-referencing alias does not hang or crash
+    rec = load_yaml_text("a: &x [*x]\n", "r.yaml")
+    assert isinstance(rec, list | FileProblem)
