@@ -227,7 +227,7 @@ def test_hostile_files_cost_only_their_checks(lab, state, tmp_path, copy_workdir
     (workdir / "out/placement.txt").write_bytes(b"notebook=lab-node-1\n\xff\xfe\n")
     (workdir / "out/quota-denied.txt").unlink()
     os.mkfifo(workdir / "out/quota-denied.txt")
-    (workdir / "k8s/mig-job.yaml").write_text("apiVersion: v1\nkind: Pod\nmetadata:\n  name: [x\n")
+    (workdir / "k8s/mig-job.yaml").write_text("apiVersion: v1\nkind: Pod\nmetadata:\n  name: mig-job: x\nspec: {}\n")
     (workdir / "k8s/gpu-quota.yaml").unlink()
     (workdir / "k8s/gpu-quota.yaml").mkdir()
     os.symlink("/dev/zero", workdir / "k8s/team-over.yaml.tmp")

@@ -23,7 +23,22 @@ DEFAULT_CLUSTER = "gpushare"
 LAB_NODES = ("lab-node-0", "lab-node-1", "lab-node-2")
 SYSTEM_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
 NODE_RESOURCES = {"cpu": "32", "memory": "256Gi", "pods": "110", "ephemeral-storage": "500Gi"}
-COMPONENT_BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+# names of kwokctl's pid files under <cluster>/pids/
+COMPONENT_BINARIES = (
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kwok-controller",
+)
+# Our kwokctl configuration: every component listens on loopback only (kwokctl's default is
+# 0.0.0.0), and a user's own ~/.kwok/kwok.yaml is never merged into the lab.
+KWOKCTL_CONFIG = """\
+apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokctlConfiguration
+options:
+  bindAddress: 127.0.0.1
+"""
 
 
 class ClusterError(RuntimeError):
@@ -95,6 +110,8 @@ def fresh_node_labels(name: str) -> dict[str, str]:
         "kubernetes.io/hostname": name,
         "kubernetes.io/os": "linux",
         "kubernetes.io/arch": "amd64",
+        "beta.kubernetes.io/os": "linux",
+        "beta.kubernetes.io/arch": "amd64",
         "type": "kwok",
     }
 
@@ -116,7 +133,11 @@ def _kwokctl(lab: Lab, bins: dict[str, Path], *args: str, timeout: float = 120) 
     kwokctl = bins.get("kwokctl")
     if kwokctl is None:
         raise ClusterError("kwokctl is not available: run `make setup` first")
-    cmd = [str(kwokctl), "--name", lab.name, *args]
+    config = kwok_workdir() / "gpushare-kwokctl.yaml"
+    if not config.is_file() or config.read_text() != KWOKCTL_CONFIG:
+        config.parent.mkdir(parents=True, exist_ok=True)
+        config.write_text(KWOKCTL_CONFIG)
+    cmd = [str(kwokctl), "--name", lab.name, "--config", str(config), *args]
     try:
         out = subprocess.run(
             cmd,
@@ -136,6 +157,9 @@ def _kwokctl(lab: Lab, bins: dict[str, Path], *args: str, timeout: float = 120) 
 
 def _create_args(bins: dict[str, Path]) -> list[str]:
     args = ["create", "cluster", "--runtime", "binary", "--kubeconfig", "", "--wait", "0s"]
+    # The namespace controller needs ~100 API calls per namespace; at the default client QPS
+    # (20) reset would wait ~6 s for it. A lab has one user: no limits needed.
+    args.append("--disable-qps-limits")
     flag_for = {
         "kube-apiserver": "--kube-apiserver-binary",
         "kube-controller-manager": "--kube-controller-manager-binary",
@@ -274,19 +298,26 @@ def _delete_all(client: Client, path: str) -> None:
 
 
 def reset(name: str | None = None, client: Client | None = None, timeout: float = 30.0) -> None:
-    """Back to the fresh lab without restarting the control plane."""
+    """Back to the fresh lab without restarting the control plane.
+
+    Lab namespaces are emptied and removed by :mod:`gpushare.purge` (no 5 s wait for the
+    namespace controller); in ``default``, what a learner may have put there (pods, quotas,
+    limit ranges, ConfigMaps) goes too; nodes get back their fresh labels and status.
+    """
+    from gpushare import purge
+
     lab = Lab(cluster_name(name))
     client = client or lab.client()
     namespaces = [n["metadata"]["name"] for n in client.get("/api/v1/namespaces").get("items", [])]
     lab_namespaces = [n for n in namespaces if n not in SYSTEM_NAMESPACES]
-    for ns in [*lab_namespaces, "default"]:
-        for kind in ("pods", "resourcequotas", "limitranges"):
-            _delete_all(client, f"/api/v1/namespaces/{ns}/{kind}")
+    for kind in ("pods", "resourcequotas", "limitranges"):
+        _delete_all(client, f"/api/v1/namespaces/default/{kind}")
     for cm in client.get("/api/v1/namespaces/default/configmaps").get("items", []):
         if cm["metadata"]["name"] != "kube-root-ca.crt":
             client.delete(f"/api/v1/namespaces/default/configmaps/{cm['metadata']['name']}")
-    for ns in lab_namespaces:
-        client.delete(f"/api/v1/namespaces/{ns}")
+    leftovers = purge.purge(client, lab_namespaces)
+    if leftovers:
+        _log(f"waiting for the namespace controller (objects with finalizers: {leftovers[:5]})")
     _reset_nodes(client)
     deadline = time.monotonic() + timeout
     while True:
