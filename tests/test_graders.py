@@ -98,6 +98,12 @@ def _alternative_solutions(dst: Path) -> Path:
     k8s = dst / "workdir" / "k8s"
     # `|` instead of `|-`, and no namespace in the ConfigMap file (applied with -n)
     edit(k8s / "device-plugin-configs.yaml", ": |-", ": |", count=3)
+    edit(k8s / "device-plugin-configs.yaml", "  namespace: gpu-share\n", "")
+    edit(
+        dst / "solve.sh",
+        "kubectl apply -f k8s/device-plugin-configs.yaml",
+        "kubectl apply -n gpu-share -f k8s/device-plugin-configs.yaml",
+    )
     # node affinity instead of nodeSelector, quoted quantities, requests and limits both
     placement = (k8s / "placement.yaml").read_text()
     for key, value in [
@@ -227,7 +233,9 @@ def test_hostile_files_cost_only_their_checks(lab, state, tmp_path, copy_workdir
     (workdir / "out/placement.txt").write_bytes(b"notebook=lab-node-1\n\xff\xfe\n")
     (workdir / "out/quota-denied.txt").unlink()
     os.mkfifo(workdir / "out/quota-denied.txt")
-    (workdir / "k8s/mig-job.yaml").write_text("apiVersion: v1\nkind: Pod\nmetadata:\n  name: mig-job: x\nspec: {}\n")
+    (workdir / "k8s/mig-job.yaml").write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: mig-job: x\nspec: {}\n"
+    )
     (workdir / "k8s/gpu-quota.yaml").unlink()
     (workdir / "k8s/gpu-quota.yaml").mkdir()
     os.symlink("/dev/zero", workdir / "k8s/team-over.yaml.tmp")

@@ -13,8 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-import pytest
-
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -56,6 +54,8 @@ def check(number: str, points: int) -> Callable[[F], F]:
 
     Title and hint live in the catalogs under ``[checks."<number>"]``.
     """
+    import pytest  # here, not at import: workdir and messages use this module without pytest
+
     step = int(number.split(".")[0])
 
     def deco(fn: F) -> F:

@@ -288,15 +288,6 @@ def stop(name: str | None = None) -> None:
     _kwokctl(lab, bins, "stop", "cluster", timeout=60)
 
 
-def _delete_all(client: Client, path: str) -> None:
-    """DELETE a whole collection with no grace: reset must not wait on kwok's pod lifecycle."""
-    try:
-        client.request("DELETE", path, params={"gracePeriodSeconds": "0"})
-    except ApiError as exc:
-        if exc.status not in (404, 405):
-            raise
-
-
 def reset(name: str | None = None, client: Client | None = None, timeout: float = 30.0) -> None:
     """Back to the fresh lab without restarting the control plane.
 
@@ -311,7 +302,7 @@ def reset(name: str | None = None, client: Client | None = None, timeout: float 
     namespaces = [n["metadata"]["name"] for n in client.get("/api/v1/namespaces").get("items", [])]
     lab_namespaces = [n for n in namespaces if n not in SYSTEM_NAMESPACES]
     for kind in ("pods", "resourcequotas", "limitranges"):
-        _delete_all(client, f"/api/v1/namespaces/default/{kind}")
+        purge.delete_collection(client, f"/api/v1/namespaces/default/{kind}")
     for cm in client.get("/api/v1/namespaces/default/configmaps").get("items", []):
         if cm["metadata"]["name"] != "kube-root-ca.crt":
             client.delete(f"/api/v1/namespaces/default/configmaps/{cm['metadata']['name']}")

@@ -59,7 +59,24 @@ def pytest_configure(config: pytest.Config) -> None:
         lang = messages.resolve_lang(config.getoption("lang"))
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
-    config.stash[GRADE_KEY] = GradeSession(config, lang)
+    gs = GradeSession(config, lang)
+    config.stash[GRADE_KEY] = gs
+    prestarted = [p for p in config.pluginmanager.get_plugins() if hasattr(p, "gpushare_runs")]
+    if prestarted:  # gpushare grade started the runs before it even imported pytest
+        gs.runs = prestarted[0].gpushare_runs
+    elif _targets_graders(config):
+        # The learner's script runs are the slowest part of a grade: start them now, so they
+        # overlap pytest's collection and the cluster read.
+        gs.start_runs()
+
+
+def _targets_graders(config: pytest.Config) -> bool:
+    """Whether this run was asked for the graders (a path argument in a ``graders`` folder)."""
+    for arg in config.args:
+        path = Path(arg.split("::")[0]).resolve()
+        if "graders" in path.parts and (path.is_dir() or path.name.startswith("test_step6")):
+            return True
+    return False
 
 
 class GradeSession:
@@ -120,6 +137,13 @@ class GradeSession:
             pytest.exit(f"gpushare: cannot start the lab cluster: {exc}", returncode=2)
         self.state = LabState(client).start()
         if any(_mark(i)["step"] == 6 for i in items):
+            self.start_runs()
+        elif self.runs is not None:  # started early, but step 6 was deselected
+            self.runs.close()
+            self.runs = None
+
+    def start_runs(self) -> None:
+        if self.runs is None:
             from gpushare.requestruns import RequestRuns
 
             self.runs = RequestRuns.start(self.workdir, self.fixtures_dir(), self.seed)

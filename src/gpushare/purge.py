@@ -46,7 +46,8 @@ def namespaced_collections(client: Client) -> list[str]:
     return [p.replace("/{ns}/", "/namespaces/{ns}/", 1) for p in found]
 
 
-def _delete_collection(client: Client, path: str) -> None:
+def delete_collection(client: Client, path: str) -> None:
+    """DELETE a whole collection with no grace period (a missing or undeletable type is fine)."""
     try:
         client.request("DELETE", path, params={"gracePeriodSeconds": "0"})
     except ApiError as exc:
@@ -76,7 +77,7 @@ def purge(client: Client, namespaces: list[str]) -> list[str]:
     collections = namespaced_collections(client)
     paths = [c.format(ns=ns) for ns in namespaces for c in collections]
     with ThreadPoolExecutor(WORKERS) as pool:
-        list(pool.map(lambda p: _delete_collection(client, p), paths))
+        list(pool.map(lambda p: delete_collection(client, p), paths))
         left = [x for found in pool.map(lambda p: _remaining(client, p), paths) for x in found]
     if left:
         return left

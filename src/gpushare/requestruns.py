@@ -113,5 +113,6 @@ class RequestRuns:
 
     def close(self) -> None:
         if self._pool is not None:
-            self._pool.shutdown(wait=True)
+            # runs not started yet are not needed any more (e.g. step 6 was deselected)
+            self._pool.shutdown(wait=True, cancel_futures=True)
         shutil.rmtree(self._tmp, ignore_errors=True)
