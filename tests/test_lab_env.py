@@ -218,6 +218,13 @@ def test_cli_env_points_kubectl_at_the_lab(lab):
     assert res.stdout.split() == [f"node/{n}" for n in LAB_NODES]
 
 
+def _alive(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def test_stop_keeps_data_and_down_leaves_no_process(tmp_path):
     """A throwaway second cluster: stop/up keeps its data, down ends every process."""
     name = "gpushare-lifecycle"
@@ -227,18 +234,19 @@ def test_stop_keeps_data_and_down_leaves_no_process(tmp_path):
         c.create("/api/v1/namespaces", {"metadata": {"name": "keep-me"}})
         pids = lab2.running_components()
         assert set(pids) == set(cluster.COMPONENT_BINARIES)
+        # psutil.Process remembers each process's start time: a pid reused later by an
+        # unrelated process does not count as "still running"
+        before = [psutil.Process(p) for p in pids.values()]
         cluster.stop(name)
-        assert not any(
-            psutil.pid_exists(p) and psutil.Process(p).status() != "zombie" for p in pids.values()
-        )
+        assert not [p for p in before if _alive(p)]
         cluster.up(name)
         assert lab2.client().get_or_none("/api/v1/namespaces/keep-me") is not None
-        pids = lab2.running_components()
+        running = [psutil.Process(p) for p in lab2.running_components().values()]
+        assert len(running) == len(cluster.COMPONENT_BINARIES)
     finally:
         cluster.down(name)
     assert not cluster.Lab(name).dir.exists()
-    for pid in pids.values():
-        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie"
+    assert not [p for p in running if _alive(p)]
     from gpushare import procs
 
     assert procs.cluster_processes(cluster.Lab(name).dir) == []

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpushare import binaries, procs, versions
+from gpushare import binaries, versions
 from gpushare.kubeapi import ApiError, Client, KubeconfigError, Unreachable
 
 DEFAULT_CLUSTER = "gpushare"
@@ -76,6 +76,8 @@ class Lab:
 
     def running_components(self) -> dict[str, int]:
         """Component name -> pid, for the components whose pid file names a live process."""
+        from gpushare import procs  # psutil: only where processes are looked at
+
         out: dict[str, int] = {}
         for name in COMPONENT_BINARIES:
             pid = procs.pid_alive(self.dir / "pids" / f"{name}.pid")
@@ -260,32 +262,39 @@ def up(name: str | None = None) -> Lab:
 
 def down(name: str | None = None) -> list[int]:
     """Delete the cluster; return pids that had to be ended by hand after kwokctl."""
+    from gpushare import procs
+
     lab = Lab(cluster_name(name))
+    known = procs.cluster_processes(lab.dir) if lab.dir.exists() else []
     if lab.dir.exists():
         try:
             bins = binaries.ensure(["kwokctl", "kubectl"], build=False)
             _kwokctl(lab, bins, "delete", "cluster", timeout=60)
         except (ClusterError, binaries.BinaryError) as exc:
             _log(f"kwokctl delete failed, ending the processes by pid: {exc}")
-    stragglers = procs.wait_gone(lab.dir, timeout=5.0)
-    ended = [p.pid for p in stragglers]
-    if stragglers:
-        procs.end(stragglers)
-    left = procs.cluster_processes(lab.dir)
+    ended, left = procs.settle(lab.dir, known)
     if left:
-        raise ClusterError(
-            "processes of the cluster are still alive: " + ", ".join(str(p.pid) for p in left)
-        )
+        raise ClusterError(f"processes of the cluster are still alive: {left}")
     if lab.dir.exists():
         shutil.rmtree(lab.dir, ignore_errors=True)
     return ended
 
 
 def stop(name: str | None = None) -> None:
-    """Stop the components but keep the data (``up`` brings it back)."""
+    """Stop the components but keep the data (``up`` brings it back).
+
+    kwokctl signals the components and returns; the apiserver's graceful shutdown can outlive
+    it, so we wait until none is left (ending stragglers by pid) before saying it stopped.
+    """
+    from gpushare import procs
+
     lab = Lab(cluster_name(name))
     bins = binaries.ensure(["kwokctl", "kubectl"], build=False)
+    known = procs.cluster_processes(lab.dir)
     _kwokctl(lab, bins, "stop", "cluster", timeout=60)
+    _, left = procs.settle(lab.dir, known)
+    if left:
+        raise ClusterError(f"processes of the cluster are still alive: {left}")
 
 
 def reset(name: str | None = None, client: Client | None = None, timeout: float = 30.0) -> None:

@@ -64,11 +64,31 @@ def pid_alive(pid_file: Path) -> int | None:
         return None
 
 
-def wait_gone(cluster_dir: Path, timeout: float = 10.0) -> list[psutil.Process]:
-    """Poll until no process of the cluster remains; the stragglers otherwise."""
+def wait_gone(
+    cluster_dir: Path, known: list[psutil.Process], timeout: float = 10.0
+) -> list[psutil.Process]:
+    """Wait until the ``known`` processes have exited and no other of the cluster remains.
+
+    ``known`` is taken before the components are told to stop: a process in the middle of
+    exiting has no command line any more, so it can no longer be recognised by it, but its
+    psutil handle (pid and start time) still says whether it is really gone.
+    """
     deadline = time.monotonic() + timeout
+    _, alive = psutil.wait_procs(known, timeout=timeout)
     while True:
-        left = cluster_processes(cluster_dir)
+        left = alive + [p for p in cluster_processes(cluster_dir) if p not in alive]
         if not left or time.monotonic() > deadline:
             return left
-        time.sleep(0.2)
+        _, alive = psutil.wait_procs(left, timeout=0.2)
+
+
+def settle(cluster_dir: Path, known: list[psutil.Process]) -> tuple[list[int], list[int]]:
+    """After kwokctl stopped or deleted a cluster: wait, end stragglers by pid, verify.
+
+    Returns (pids that had to be ended, pids still alive afterwards).
+    """
+    stragglers = wait_gone(cluster_dir, known, timeout=10.0)
+    if stragglers:
+        end(stragglers)
+    left = wait_gone(cluster_dir, stragglers, timeout=3.0)
+    return [p.pid for p in stragglers], [p.pid for p in left]
