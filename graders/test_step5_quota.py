@@ -155,14 +155,16 @@ def test_5_5_denial_captured(lab, work):
         fail(problem=text.problem, where=text.where)
     pod = _over_pod(work)
     name = pod["metadata"]["name"]
-    denial = _dry_run(lab, pod)
-    if denial is None or "exceeded quota" not in denial:
-        # the quota does not deny right now: judge against the lab's documented form
-        denial = (
-            f'pods "{name}" is forbidden: exceeded quota: {QUOTA_NAME}, requested: {KEY}=1, '
-            f"used: {KEY}={LIMIT}, limited: {KEY}={LIMIT}"
-        )
-    if _squash(denial) not in _squash(text):
+    # The apiserver's answer for the file's pod right now, and its answer for the lab's own
+    # request (one GPU over a full quota): either is a real denial. The second keeps a mistake
+    # in team-over.yaml (check 5.4) from costing this check as well.
+    lab_form = (
+        f'pods "{name}" is forbidden: exceeded quota: {QUOTA_NAME}, requested: {KEY}=1, '
+        f"used: {KEY}={LIMIT}, limited: {KEY}={LIMIT}"
+    )
+    real = _dry_run(lab, pod)
+    accepted = [d for d in (real, lab_form) if d and "exceeded quota" in d]
+    if not any(_squash(d) in _squash(text) for d in accepted):
         first = next((ln for ln in text.splitlines() if ln.strip()), "")
         fail(
             expected=T("denial_captured", quota=QUOTA_NAME, pod=name),

@@ -105,6 +105,11 @@ FILE_MUTANTS = [
         files=lambda wd: edit(wd / "k8s/team-over.yaml", "nvidia.com/gpu: 1", "cpu: 100m"),
     ),
     _m(
+        "5.4 team-over asks for two GPUs (edited after the denial was captured)",
+        {"5.4"},
+        files=lambda wd: edit(wd / "k8s/team-over.yaml", "nvidia.com/gpu: 1", "nvidia.com/gpu: 2"),
+    ),
+    _m(
         "5.5 denial not captured (stdout only: empty file)",
         {"5.5"},
         files=_write("out/quota-denied.txt", ""),
