@@ -50,16 +50,17 @@ class CheckFailed(AssertionError):
 
 
 def check(number: str, points: int) -> Callable[[F], F]:
-    """Mark a grader test as check ``number`` (``"<step>.<n>"``) worth ``points``.
+    """Mark a grader function as check ``number`` (``"<step>.<n>"``) worth ``points``.
 
-    Title and hint live in the catalogs under ``[checks."<number>"]``.
+    Title and hint live in the catalogs under ``[checks."<number>"]``. The mark is a plain
+    attribute, not a pytest marker, so ``gpushare grade`` can run the graders without
+    importing pytest at all; the pytest plugin reads the same attribute.
     """
-    import pytest  # here, not at import: workdir and messages use this module without pytest
-
-    step = int(number.split(".")[0])
+    meta = {"number": number, "points": points, "step": int(number.split(".")[0])}
 
     def deco(fn: F) -> F:
-        return pytest.mark.gpushare_check(number=number, points=points, step=step)(fn)
+        fn.gpushare_check = meta  # type: ignore[attr-defined]
+        return fn
 
     return deco
 

@@ -1,35 +1,31 @@
-"""The pytest plugin behind ``pytest graders/`` and ``gpushare grade``.
+"""The pytest plugin behind ``pytest graders/``.
 
 It is registered by the checkout's root ``conftest.py`` and stays dormant unless the collected
 items include grader checks (``@check``), so the project's own tests never start a cluster.
-When it wakes it:
+When it wakes it drives a :class:`~gpushare.session.GradeSession`, the same one
+``gpushare grade`` drives without pytest:
 
 - connects to the lab (``--kubeconfig`` as given, else the lab cluster, brought up like
   ``gpushare up``); an unreachable cluster ends the run with exit status 2 and one line;
 - starts, in the background, the cluster read and the runs of ``bin/check-request.sh`` so that
   checks only wait for what they read;
-- turns each check's :class:`~gpushare.checks.CheckFailed` into feedback in the learner's
-  language, as the report's longrepr (so pytest's own output and JUnit XML carry it, with no
-  traceback);
+- turns each check's failure into feedback in the learner's language, as the report's
+  longrepr (so pytest's own output and JUnit XML carry it, with no traceback);
 - adds up the points, writes ``--json`` and the JUnit testsuite properties.
 """
 
 from __future__ import annotations
 
-import os
-import secrets
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from gpushare import messages, results
-from gpushare.checks import CheckFailed, T
-from gpushare.kubeapi import ApiError, Unreachable
+from gpushare import messages
+from gpushare.session import GradeError, GradeSession
 
-GRADE_KEY = pytest.StashKey["GradeSession"]()
+GRADE_KEY = pytest.StashKey[GradeSession]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -52,19 +48,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", "gpushare_check(number, points, step): a graded check of the lab"
-    )
+    from gpushare.workdir import default_workdir
+
     try:
         lang = messages.resolve_lang(config.getoption("lang"))
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
-    gs = GradeSession(config, lang)
+    wd = config.getoption("workdir")
+    gs = GradeSession(
+        workdir=Path(wd).expanduser() if wd else default_workdir(),
+        kubeconfig=config.getoption("kubeconfig"),
+        cluster=config.getoption("cluster"),
+        lang=lang,
+        seed=config.getoption("gpushare_seed"),
+        fixtures=Path(str(config.rootpath)) / "fixtures",
+    )
     config.stash[GRADE_KEY] = gs
-    prestarted = [p for p in config.pluginmanager.get_plugins() if hasattr(p, "gpushare_runs")]
-    if prestarted:  # gpushare grade started the runs before it even imported pytest
-        gs.runs = prestarted[0].gpushare_runs
-    elif _targets_graders(config):
+    if _targets_graders(config):
         # The learner's script runs are the slowest part of a grade: start them now, so they
         # overlap pytest's collection and the cluster read.
         gs.start_runs()
@@ -84,125 +84,9 @@ def _targets_graders(config: pytest.Config) -> bool:
     return False
 
 
-class GradeSession:
-    """State of one grading run: options, the lab connection, the results."""
-
-    def __init__(self, config: pytest.Config, lang: str) -> None:
-        from gpushare.workdir import default_workdir
-
-        self.config = config
-        self.lang = lang
-        wd = config.getoption("workdir")
-        self.workdir = Path(wd).expanduser() if wd else default_workdir()
-        self.kubeconfig: str | None = config.getoption("kubeconfig")
-        self.cluster: str | None = config.getoption("cluster")
-        seed = config.getoption("gpushare_seed")
-        self.seed: int = seed if seed is not None else secrets.randbelow(2**31)
-        self.active = False
-        self.started = time.monotonic()
-        self.results: dict[str, results.CheckResult] = {}
-        self.items: list[pytest.Item] = []
-        self.server: str | None = None
-        self.state: Any = None
-        self.runs: Any = None
-
-    # -- waking up ------------------------------------------------------------------
-
-    def activate(self, items: list[pytest.Item]) -> None:
-        from gpushare import cluster as lab_cluster
-        from gpushare.kubeapi import ApiError, Client, KubeconfigError, Unreachable
-        from gpushare.labstate import LabState
-
-        self.active = True
-        self.items = items
-        try:
-            if self.kubeconfig:
-                client = Client.from_kubeconfig(self.kubeconfig, timeout=3.0)
-                where = f"--kubeconfig {self.kubeconfig}"
-            else:
-                lab = lab_cluster.up(self.cluster)
-                client = lab.client(timeout=3.0)
-                where = f"cluster {lab.name}"
-            self.server = client.server
-            client.get("/version")
-            client.timeout = 10.0
-        except KubeconfigError as exc:
-            pytest.exit(f"gpushare: {exc}", returncode=2)
-        except Unreachable as exc:
-            pytest.exit(
-                f"gpushare: {exc} ({where}). Start the lab with `make up` "
-                "(or `gpushare up`), or pass --kubeconfig FILE for another cluster.",
-                returncode=2,
-            )
-        except ApiError as exc:
-            pytest.exit(
-                f"gpushare: the apiserver refused us ({exc}); check the kubeconfig", returncode=2
-            )
-        except Exception as exc:  # a cluster that cannot be brought up: one line, exit 2
-            pytest.exit(f"gpushare: cannot start the lab cluster: {exc}", returncode=2)
-        self.state = LabState(client).start()
-        if any(_mark(i)["step"] == 6 for i in items):
-            self.start_runs()
-        elif self.runs is not None:  # started early, but step 6 was deselected
-            self.runs.close()
-            self.runs = None
-
-    def start_runs(self) -> None:
-        if self.runs is None:
-            from gpushare.requestruns import RequestRuns
-
-            self.runs = RequestRuns.start(self.workdir, self.fixtures_dir(), self.seed)
-
-    def fixtures_dir(self) -> Path:
-        env = os.environ.get("GPUSHARE_FIXTURES")
-        if env:
-            return Path(env)
-        return Path(str(self.config.rootpath)) / "fixtures"
-
-    def close(self) -> None:
-        if self.state is not None:
-            self.state.close()
-        if self.runs is not None:
-            self.runs.close()
-
-    # -- results --------------------------------------------------------------------
-
-    def record(self, item: pytest.Item, passed: bool, output: str, error: bool) -> None:
-        mark = _mark(item)
-        number = mark["number"]
-        if number in self.results and not passed:
-            # a teardown failure after a pass: the check is failed after all
-            self.results[number].fail(output, error)
-            return
-        if number in self.results:
-            return
-        self.results[number] = results.CheckResult(
-            number=number,
-            step=mark["step"],
-            title=messages.title(number, self.lang),
-            max_score=mark["points"],
-            score=mark["points"] if passed else 0,
-            passed=passed,
-            output=output,
-            error=error,
-            nodeid=item.nodeid,
-        )
-
-    def report(self) -> results.Report:
-        ordered = sorted(self.results.values(), key=lambda r: results.number_key(r.number))
-        return results.Report(
-            checks=ordered,
-            execution_time=time.monotonic() - self.started,
-            lang=self.lang,
-            seed=self.seed,
-            workdir=str(self.workdir),
-            server=self.server,
-        )
-
-
-def _mark(item: pytest.Item) -> dict[str, Any]:
-    m = item.get_closest_marker("gpushare_check")
-    return dict(m.kwargs) if m else {}
+def check_meta(item: pytest.Item) -> dict[str, Any]:
+    """The ``@check`` data of a collected item, or {} for anything else."""
+    return getattr(getattr(item, "function", None), "gpushare_check", None) or {}
 
 
 def _session(config: pytest.Config) -> GradeSession:
@@ -213,17 +97,27 @@ def _session(config: pytest.Config) -> GradeSession:
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
-    checks = [i for i in items if i.get_closest_marker("gpushare_check")]
+    checks = [i for i in items if check_meta(i)]
     if not checks:
         return
+    from gpushare.results import number_key
+
     seen: dict[str, str] = {}
     for item in checks:
-        number = _mark(item)["number"]
+        number = check_meta(item)["number"]
         if number in seen:
             raise pytest.UsageError(f"check {number} defined twice: {seen[number]}, {item.nodeid}")
         seen[number] = item.nodeid
-    items.sort(key=lambda i: results.number_key(_mark(i).get("number", "999.999")))
-    _session(config).activate(checks)
+    items.sort(key=lambda i: number_key(check_meta(i).get("number", "999.999")))
+    gs = _session(config)
+    try:
+        gs.connect()
+    except GradeError as exc:
+        pytest.exit(str(exc), returncode=2)
+    if any(check_meta(i)["step"] == 6 for i in checks):
+        gs.start_runs()
+    else:
+        gs.drop_runs()
 
 
 @pytest.fixture(scope="session")
@@ -234,46 +128,36 @@ def grade_session(request: pytest.FixtureRequest) -> GradeSession:
 @pytest.fixture(scope="session")
 def lab(grade_session: GradeSession) -> Any:
     """The cluster read (a :class:`~gpushare.labstate.LabState`), shared by every check."""
-    return grade_session.state
+    return grade_session.inputs()["lab"]
 
 
 @pytest.fixture(scope="session")
 def work(grade_session: GradeSession) -> Any:
     """The learner's work directory (a :class:`~gpushare.workdir.Workdir`)."""
-    from gpushare.workdir import Workdir
-
-    return Workdir(grade_session.workdir)
+    return grade_session.inputs()["work"]
 
 
 @pytest.fixture(scope="session")
 def request_runs(grade_session: GradeSession) -> Any:
     """Runs of the learner's bin/check-request.sh on the sample and generated cases."""
-    return grade_session.runs
+    return grade_session.inputs()["request_runs"]
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
     report: pytest.TestReport = yield
-    if not item.get_closest_marker("gpushare_check"):
+    meta = check_meta(item)
+    if not meta:
         return report
     gs = _session(item.config)
-    number = _mark(item)["number"]
     if report.when == "call" or report.failed:
         if report.passed:
-            gs.record(item, True, "", False)
+            gs.record(meta, item.nodeid, True, "", False)
         else:
-            exc = call.excinfo.value if call.excinfo else None
-            if isinstance(exc, ApiError | Unreachable):
-                # the cluster could not be read: the check fails, but it is not a grader bug
-                exc = CheckFailed(problem=T("api_error", error=str(exc)[:300]))
-            if isinstance(exc, CheckFailed):
-                text = messages.render_failure(number, exc, gs.lang)
-                error = False
-            else:
-                text = messages.render_error(number, exc or RuntimeError("unknown"), gs.lang)
-                error = True
-            report.longrepr = f"{number} {messages.title(number, gs.lang)}\n{text}"
-            gs.record(item, False, text, error)
+            exc = call.excinfo.value if call.excinfo else RuntimeError("unknown")
+            text, error = gs.feedback(meta["number"], exc)
+            report.longrepr = f"{gs.headline(meta['number'])}\n{text}"
+            gs.record(meta, item.nodeid, False, text, error)
     return report
 
 

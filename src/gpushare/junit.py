@@ -1,0 +1,69 @@
+"""JUnit XML (xunit2) for ``gpushare grade``, shaped like pytest's ``--junitxml``.
+
+One ``testcase`` per check (classname and name as pytest gives them), a ``failure`` whose
+message is the learner's feedback, and the score, seed and versions as testsuite properties,
+so an LMS reads the same thing from either entry point.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import tempfile
+import xml.etree.ElementTree as ET
+from datetime import UTC, datetime
+from pathlib import Path
+
+from gpushare.results import Report
+
+# characters XML 1.0 cannot carry (learner files may put them into feedback)
+_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def _safe(text: str) -> str:
+    return _ILLEGAL.sub(lambda m: f"#x{ord(m.group()):02X}", text)
+
+
+def write(
+    report: Report,
+    path: Path,
+    *,
+    classnames: dict[str, str],
+    durations: dict[str, float],
+    headline: dict[str, str],
+) -> None:
+    failures = [c for c in report.checks if not c.passed]
+    root = ET.Element("testsuites", name="gpushare")
+    suite = ET.SubElement(
+        root,
+        "testsuite",
+        name="gpushare",
+        errors="0",
+        failures=str(len(failures)),
+        skipped="0",
+        tests=str(len(report.checks)),
+        time=f"{report.execution_time:.3f}",
+        timestamp=datetime.now(UTC).isoformat(timespec="seconds"),
+        hostname=socket.gethostname(),
+    )
+    props = ET.SubElement(suite, "properties")
+    for name, value in report.properties().items():
+        ET.SubElement(props, "property", name=name, value=_safe(value))
+    for check in report.checks:
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            classname=classnames[check.nodeid],
+            name=check.nodeid.rsplit("::", 1)[-1],
+            time=f"{durations.get(check.nodeid, 0.0):.3f}",
+        )
+        if not check.passed:
+            text = _safe(f"{headline[check.number]}\n{check.output}")
+            failure = ET.SubElement(case, "failure", message=text)
+            failure.text = text
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "wb") as fh:
+        ET.ElementTree(root).write(fh, encoding="utf-8", xml_declaration=True)
+    os.replace(tmp, path)

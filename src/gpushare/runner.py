@@ -1,0 +1,72 @@
+"""``gpushare grade``'s own runner: the graders' check functions, called directly.
+
+The graders in ``graders/`` are plain functions marked with ``@check``; pytest collects them
+for ``pytest graders/``, and this module calls the very same functions, with the same inputs
+from :class:`~gpushare.session.GradeSession`, for ``gpushare grade``. Not importing pytest
+and skipping its collection machinery is most of what makes a full grade fit in about a
+second; a test of ours grades through both entry points and compares every result.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpushare.results import number_key
+from gpushare.session import GradeError, GradeSession
+
+
+@dataclass(frozen=True)
+class Check:
+    meta: dict[str, Any]
+    function: Callable[..., Any]
+    nodeid: str  # as pytest names it: graders/<file>::<function>
+    classname: str  # as pytest's JUnit XML names it: graders.<module>
+
+
+def load_checks(graders: Path, steps: set[int] | None = None) -> list[Check]:
+    """Every ``@check`` function of ``graders/test_step*.py``, in check-number order."""
+    found: list[Check] = []
+    for path in sorted(graders.glob("test_step*.py")):
+        name = f"graders.{path.stem}"
+        module = sys.modules.get(name)
+        if module is None:
+            spec = importlib.util.spec_from_file_location(name, path)
+            if spec is None or spec.loader is None:
+                raise GradeError(f"gpushare: cannot load grader {path}")
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            spec.loader.exec_module(module)
+        for attr, fn in vars(module).items():
+            meta = getattr(fn, "gpushare_check", None)
+            if attr.startswith("test_") and meta and (not steps or meta["step"] in steps):
+                found.append(Check(meta, fn, f"graders/{path.name}::{attr}", name))
+    numbers = [c.meta["number"] for c in found]
+    duplicated = sorted({n for n in numbers if numbers.count(n) > 1})
+    if duplicated:
+        raise GradeError(f"gpushare: checks defined twice: {', '.join(duplicated)}")
+    return sorted(found, key=lambda c: number_key(c.meta["number"]))
+
+
+def run(session: GradeSession, checks: list[Check]) -> dict[str, float]:
+    """Call each check with the inputs it names; record its outcome. nodeid -> seconds."""
+    inputs = session.inputs()
+    durations: dict[str, float] = {}
+    for check in checks:
+        kwargs = {p: inputs[p] for p in inspect.signature(check.function).parameters}
+        t0 = time.perf_counter()
+        try:
+            check.function(**kwargs)
+        except Exception as exc:
+            text, error = session.feedback(check.meta["number"], exc)
+            session.record(check.meta, check.nodeid, False, text, error)
+        else:
+            session.record(check.meta, check.nodeid, True, "", False)
+        durations[check.nodeid] = time.perf_counter() - t0
+    return durations
