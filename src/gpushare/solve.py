@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 from gpushare import binaries, cluster
@@ -64,7 +65,13 @@ def solve(
 
 def run_cli(args: argparse.Namespace) -> int:
     workdir = Path(args.workdir).expanduser() if args.workdir else default_workdir()
-    steps = [int(s) for s in args.steps.split(",")] if args.steps else None
+    try:
+        steps = [int(s) for s in args.steps.split(",")] if args.steps else None
+    except ValueError:
+        steps = [0]
+    if steps and not set(steps) <= set(range(1, 9)):
+        print("gpushare: --steps takes comma-separated step numbers 1 to 8", file=sys.stderr)
+        return 2
     solve(workdir, kubeconfig=args.kubeconfig, cluster_name=args.cluster, steps=steps)
     print(f"reference solution applied; work directory: {workdir}")
     return 0
