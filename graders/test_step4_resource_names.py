@@ -2,17 +2,11 @@
 
 from gpushare.checks import T, check, fail
 from gpushare.lab_rules import MIG_NODE, MIG_PROFILE, find_object, line_of, objects_of
-from gpushare.labstate import GPU, container_requests, node_conditions, show_quantity
+from gpushare.labstate import GPU, node_conditions, requested, show_quantity
 
 FILE = "k8s/mig-job.yaml"
 NS = "gpu-share"
 PODS = {"mig-job": MIG_PROFILE, "plain-gpu": GPU}
-
-
-def _asks(pod, resource):
-    """Total of ``resource`` over the pod's containers, and a readable form of it."""
-    values = [v for _, v in container_requests(pod, resource) if v is not None]
-    return sum(values) if values else None
 
 
 def _cluster_pod(lab, name):
@@ -31,7 +25,7 @@ def test_4_1_file_holds_the_two_pods(lab, work):
     objs = objects_of(work, FILE)
     for name, resource in PODS.items():
         pod = find_object(objs, "Pod", name, NS, FILE)
-        asked = _asks(pod, resource)
+        asked = requested(pod, resource)
         if asked != 1:
             fail(
                 expected=f"{resource}: 1",
@@ -47,7 +41,7 @@ def test_4_1_file_holds_the_two_pods(lab, work):
                 found=T("absent"),
                 where=T("cluster_pods", namespace=NS),
             )
-        if _asks(live, resource) != _asks(pod, resource) or sorted(
+        if requested(live, resource) != requested(pod, resource) or sorted(
             str(c.get("name")) for c in live["spec"].get("containers", [])
         ) != sorted(str(c.get("name")) for c in pod["spec"].get("containers", [])):
             fail(
@@ -82,7 +76,7 @@ def test_4_2_no_node_conditions(lab, work):
 
 def _placed(lab, name, resource):
     pod = _cluster_pod(lab, name)
-    asked = _asks(pod, resource)
+    asked = requested(pod, resource)
     if asked != 1:
         fail(
             expected=f"{resource}: 1",

@@ -4,7 +4,7 @@ import re
 
 from gpushare.checks import T, check, fail
 from gpushare.lab_rules import find_object, line_of, objects_of
-from gpushare.labstate import GPU, QUOTA_NAME, QUOTA_NS, container_requests, quantity, show_quantity
+from gpushare.labstate import GPU, QUOTA_NAME, QUOTA_NS, quantity, requested, show_quantity
 from gpushare.workdir import FileProblem
 
 QUOTA_FILE = "k8s/gpu-quota.yaml"
@@ -41,11 +41,6 @@ def _over_pod(work):
     if not isinstance(name, str) or not name:
         fail(expected="metadata.name", found=T("absent"), where=f"{OVER_FILE}:{pod.line}")
     return find_object(objs, "Pod", name, QUOTA_NS, OVER_FILE)
-
-
-def _gpus(pod):
-    values = [v for _, v in container_requests(pod, GPU) if v is not None]
-    return sum(values) if values else None
 
 
 @check("5.1", 3)
@@ -87,14 +82,14 @@ def test_5_2_quota_enforced(lab):
 @check("5.3", 4)
 def test_5_3_two_gpu_pods_fill_the_quota(lab):
     pods = lab.pods(QUOTA_NS)
-    gpu_pods = {n: p for n, p in pods.items() if _gpus(p)}
-    singles = {n: p for n, p in gpu_pods.items() if _gpus(p) == 1}
+    gpu_pods = {n: p for n, p in pods.items() if requested(p, GPU)}
+    singles = {n: p for n, p in gpu_pods.items() if requested(p, GPU) == 1}
     scheduled = sorted(n for n, p in singles.items() if (p.get("spec") or {}).get("nodeName"))
     if len(gpu_pods) != 2 or len(singles) != 2 or len(scheduled) != 2:
         fail(
             expected=T("two_scheduled_gpu_pods"),
             found=", ".join(
-                f"{n} ({GPU}={show_quantity(_gpus(p))}, "
+                f"{n} ({GPU}={show_quantity(requested(p, GPU))}, "
                 f"{(p.get('spec') or {}).get('nodeName') or 'Pending'})"
                 for n, p in sorted(gpu_pods.items())
             )
@@ -114,10 +109,10 @@ def test_5_3_two_gpu_pods_fill_the_quota(lab):
 def test_5_4_team_over_is_denied(lab, work):
     pod = _over_pod(work)
     name = pod["metadata"]["name"]
-    if _gpus(pod) != 1:
+    if requested(pod, GPU) != 1:
         fail(
             expected=f"{GPU}: 1",
-            found=f"{GPU}: {show_quantity(_gpus(pod))}",
+            found=f"{GPU}: {show_quantity(requested(pod, GPU))}",
             where=line_of(pod, OVER_FILE, "spec", "containers"),
         )
     if name in lab.pods(QUOTA_NS):

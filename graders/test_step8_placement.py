@@ -5,8 +5,8 @@ from gpushare.lab_rules import PLACEMENT, find_object, lab_node_labels, line_of,
 from gpushare.labstate import (
     GPU,
     MIG_PREFIX,
-    container_requests,
     pod_resources,
+    requested,
     selects_by_label,
     show_quantity,
 )
@@ -26,8 +26,7 @@ def _resource_problem(pod):
         if not mig or GPU in pod_resources(pod):
             return T("mig_resource"), ", ".join(sorted(map(str, pod_resources(pod)))) or "-"
         return None
-    values = [v for _, v in container_requests(pod, GPU) if v is not None]
-    total = sum(values) if values else None
+    total = requested(pod, GPU)
     if total != 1:
         return f"{GPU}: 1", f"{GPU}: {show_quantity(total)}"
     return None

@@ -73,21 +73,3 @@ def fail(
     problem: T | None = None,
 ) -> None:
     raise CheckFailed(expected=expected, found=found, where=where, problem=problem)
-
-
-def expect_equal(found: Any, expected: Any, *, where: Value) -> None:
-    """Fail unless ``found == expected``; the values are shown to the learner as they are."""
-    if found != expected:
-        fail(
-            expected=_show(expected),
-            found=_show(found) if found is not None else T("absent"),
-            where=where,
-        )
-
-
-def _show(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)

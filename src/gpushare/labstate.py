@@ -85,8 +85,10 @@ def container_requests(pod: dict[str, Any], resource: str) -> list[tuple[str, De
     return out
 
 
-def pod_total(pod: dict[str, Any], resource: str) -> Decimal:
-    return sum((v or Decimal(0) for _, v in container_requests(pod, resource)), Decimal(0))
+def requested(pod: dict[str, Any], resource: str) -> Decimal | None:
+    """What the pod asks of ``resource`` over all containers; None when no container asks."""
+    values = [v for _, v in container_requests(pod, resource) if v is not None]
+    return sum(values, Decimal(0)) if values else None
 
 
 def pod_resources(pod: dict[str, Any]) -> set[str]:
