@@ -76,7 +76,8 @@ def test_7_3_isolation_table_values(work):
                 "some_correct",
                 right=right,
                 count=len(ISOLATION),
-                wrong=", ".join(f"{k}={v}" for k, (v, _) in wrong) or "-",
+                # a missing key shows as KEY=? (the right value is never shown)
+                wrong=", ".join([f"{k}={v}" for k, (v, _) in wrong] + [f"{k}=?" for k in missing]),
             ),
             where=f"{FILE}:{wrong[0][1][1]}" if wrong else FILE,
         )
