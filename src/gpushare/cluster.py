@@ -272,11 +272,19 @@ def down(name: str | None = None) -> list[int]:
             _kwokctl(lab, bins, "delete", "cluster", timeout=60)
         except (ClusterError, binaries.BinaryError) as exc:
             _log(f"kwokctl delete failed, ending the processes by pid: {exc}")
+    ended = _settle(lab, known)
+    if lab.dir.exists():
+        shutil.rmtree(lab.dir, ignore_errors=True)
+    return ended
+
+
+def _settle(lab: Lab, known: list[Any]) -> list[int]:
+    """After kwokctl stopped the components: none may be left; pids we had to end ourselves."""
+    from gpushare import procs
+
     ended, left = procs.settle(lab.dir, known)
     if left:
         raise ClusterError(f"processes of the cluster are still alive: {left}")
-    if lab.dir.exists():
-        shutil.rmtree(lab.dir, ignore_errors=True)
     return ended
 
 
@@ -292,9 +300,7 @@ def stop(name: str | None = None) -> None:
     bins = binaries.ensure(["kwokctl", "kubectl"], build=False)
     known = procs.cluster_processes(lab.dir)
     _kwokctl(lab, bins, "stop", "cluster", timeout=60)
-    _, left = procs.settle(lab.dir, known)
-    if left:
-        raise ClusterError(f"processes of the cluster are still alive: {left}")
+    _settle(lab, known)
 
 
 def reset(name: str | None = None, client: Client | None = None, timeout: float = 30.0) -> None:

@@ -33,10 +33,13 @@ def run_cli(args: argparse.Namespace) -> int:
     from gpushare.workdir import default_workdir
 
     try:
-        lang = messages.resolve_lang(args.lang)
-        steps = {int(s) for s in args.step or []}
+        lang = messages.resolve_lang(args.lang)  # --lang, else GPUSHARE_LANG, else the locale
     except ValueError as exc:
-        return _error(str(exc) if args.lang else "--step takes step numbers 1 to 8")
+        return _error(str(exc))
+    try:
+        steps = {int(s) for s in args.step or []}
+    except ValueError:
+        steps = {0}
     if not steps <= set(range(1, 9)):
         return _error("--step takes step numbers 1 to 8")
     if not graders_dir().is_dir():
@@ -57,9 +60,9 @@ def run_cli(args: argparse.Namespace) -> int:
         session.connect()
         durations = runner.run(session, checks)
     except GradeError as exc:
-        session.close()
         return _error(str(exc))
-    session.close()
+    finally:
+        session.close()
     report = session.report()
     _write_outputs(args, report, checks, durations, session)
     from gpushare import terminal

@@ -18,6 +18,7 @@ from typing import Any
 from gpushare import messages, results
 from gpushare.checks import CheckFailed, T
 from gpushare.kubeapi import ApiError, Unreachable
+from gpushare.workdir import Workdir
 
 
 class GradeError(Exception):
@@ -52,6 +53,7 @@ class GradeSession:
         self.state: Any = None
         self.runs: Any = None
         self.active = False
+        self.work = Workdir(workdir)  # one per session: it caches parsed files
 
     def start_runs(self) -> None:
         """Start the learner script's runs (the slowest part of a grade) in the background."""
@@ -101,11 +103,7 @@ class GradeSession:
 
     def inputs(self) -> dict[str, Any]:
         """What a check may ask for, by parameter name."""
-        from gpushare.workdir import Workdir
-
-        if not hasattr(self, "_work"):
-            self._work = Workdir(self.workdir)
-        return {"lab": self.state, "work": self._work, "request_runs": self.runs}
+        return {"lab": self.state, "work": self.work, "request_runs": self.runs}
 
     def close(self) -> None:
         if self.state is not None:
