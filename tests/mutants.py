@@ -135,8 +135,10 @@ FILE_MUTANTS = [
         files=_write("bin/check-request.sh", script_variant(limit="0"), 0o755),
     ),
     _m(
+        # Only the sample has a file without any GPU: the unseen cases pack the lab's listed
+        # features (several documents and containers, requests only, quoted quantities).
         "6.4 script gives up on a manifest without any GPU",
-        {"6.4", "6.5"},
+        {"6.4"},
         files=_write(
             "bin/check-request.sh",
             script_variant(

@@ -104,3 +104,40 @@ def test_language_choice(monkeypatch):
     assert messages.resolve_lang("zh") == "zh"
     with pytest.raises(ValueError):
         messages.resolve_lang("fr")
+
+
+def test_compiled_catalogs_are_up_to_date():
+    """catalogs.json must be the TOML compiled: run `python -m gpushare.messages` after edits."""
+    import json
+    import tomllib
+    import zlib
+
+    compiled = json.loads(messages.COMPILED.read_text(encoding="utf-8"))
+    for lang in messages.LANGS:
+        raw = (messages.CATALOGS / f"{lang}.toml").read_bytes()
+        assert compiled["sources"][lang] == zlib.crc32(raw), (
+            f"{lang}.toml changed: run `python -m gpushare.messages`"
+        )
+        assert compiled["catalogs"][lang] == tomllib.loads(raw.decode("utf-8"))
+
+
+def test_a_stale_compiled_catalog_is_ignored(tmp_path, monkeypatch):
+    """An edited TOML wins over an old compiled file: it can slow grading, never mislead it."""
+    import json
+
+    stale = json.loads(messages.COMPILED.read_text(encoding="utf-8"))
+    stale["catalogs"]["en"]["labels"]["hint"] = "STALE"
+    stale["sources"]["en"] += 1  # compiled from some other en.toml
+    fresh = json.loads(json.dumps(stale))
+    fresh["sources"]["en"] -= 1
+    for data, expected in ((stale, "Hint"), (fresh, "STALE")):
+        path = tmp_path / "catalogs.json"
+        path.write_text(json.dumps(data), encoding="utf-8")
+        monkeypatch.setattr(messages, "COMPILED", path)
+        messages.catalog.cache_clear()
+        messages._compiled.cache_clear()
+        try:
+            assert messages.label("hint", "en") == expected
+        finally:
+            messages.catalog.cache_clear()
+            messages._compiled.cache_clear()

@@ -242,13 +242,15 @@ def features(case: Case, docs: list) -> set[str]:
         found.add("quoted_over")
     if case.expect_rc == 0 and any(n == 1 for n in counts.values()):
         found.add("exactly_one_passes")
-    if (
-        case.expect_rc == 0
-        and GPU not in case.manifest
-        and "cpu:" in case.manifest
-        and "memory:" in case.manifest
-    ):
-        found.add("no_gpu_other_resources")
+    for _, _, c in conts:
+        asks = (c.get("resources") or {}).get("requests") or {}
+        if (
+            case.expect_rc == 0
+            and _gpu(c, "limits") is None
+            and _gpu(c, "requests") is None
+            and {"cpu", "memory"} <= set(asks)
+        ):
+            found.add("no_gpu_other_resources")
     return found
 
 

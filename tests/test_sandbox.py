@@ -24,7 +24,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gpushare.sandbox import RunResult, SandboxError, check_runnable, run_untrusted
+from gpushare.sandbox import RunResult, SandboxError, Supervisor, check_runnable, run_untrusted
 
 MARKER = "GPUSHARE_SANDBOX_TEST"
 SLACK_S = 5.0  # on top of the run's own timeout, for a loaded machine
@@ -391,6 +391,85 @@ def test_check_runnable_keys(tmp_path: Path) -> None:
     assert check_runnable(tmp_path / "fifo") == "not_regular"
     assert check_runnable(Path("/dev/null")) == "not_regular"
     assert stat.S_ISFIFO(os.lstat(tmp_path / "fifo").st_mode)  # the fifo was never opened
+
+
+# --- one supervisor, many runs ----------------------------------------------------------------
+
+# The script's parent is its reaper; the reaper's parent must be the supervisor's one master.
+PARENTS = 'echo "reaper-parent $(cut -d" " -f4 /proc/$PPID/stat)"\n'
+
+
+def test_one_master_serves_many_runs_from_threads(
+    tmp_path: Path, env: dict[str, str], token: str
+) -> None:
+    """Runs share one master process (no interpreter start per run) yet stay apart."""
+    script = _script(tmp_path / "s.sh", PARENTS + DAEMON)
+    pidfiles = [tmp_path / f"d{i}.pid" for i in range(6)]
+    with Supervisor() as supervisor, ThreadPoolExecutor(max_workers=3) as pool:
+        master = supervisor._proc.pid
+        results = list(
+            pool.map(
+                lambda p: supervisor.run([str(script), str(p)], cwd=tmp_path, env=env, timeout=30),
+                pidfiles,
+            )
+        )
+    for result, pidfile in zip(results, pidfiles, strict=True):
+        assert result.returncode == 0, result.stderr
+        assert result.stdout == f"reaper-parent {master}\nlaunched\n"
+        assert result.leftover_killed >= 1
+        assert _is_dead(int(pidfile.read_text().split()[0]), token)
+    assert supervisor._proc.returncode == 0  # closing ended the master
+
+
+def test_missing_cwd_raises_file_not_found(tmp_path: Path) -> None:
+    with Supervisor() as supervisor:
+        with pytest.raises(FileNotFoundError) as excinfo:
+            supervisor.run(["/bin/true"], cwd=tmp_path / "nope")
+        assert excinfo.value.filename == str(tmp_path / "nope")
+        assert supervisor.run(["/bin/true"], cwd=tmp_path).returncode == 0  # still serving
+
+
+def test_closing_the_supervisor_ends_runs_in_flight(
+    tmp_path: Path, env: dict[str, str], token: str
+) -> None:
+    pidfile = tmp_path / "sleep.pid"
+    script = _script(
+        tmp_path / "s.sh", 'sleep 1000 & echo $! > "$1.tmp" && mv "$1.tmp" "$1"\nwait\n'
+    )
+    supervisor = Supervisor()
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        future = pool.submit(
+            supervisor.run, [str(script), str(pidfile)], cwd=tmp_path, env=env, timeout=300
+        )
+        sleeper = _read_pid(pidfile)
+        started = time.monotonic()
+        supervisor.close()
+        result = future.result(timeout=SLACK_S)
+    assert time.monotonic() - started < SLACK_S
+    assert result.returncode is None and result.leftover_killed >= 1
+    assert _is_dead(sleeper, token)
+    with pytest.raises(SandboxError, match="closed"):
+        supervisor.run(["/bin/true"], cwd=tmp_path)
+
+
+def test_script_that_kills_the_master_loses_its_run_only(
+    tmp_path: Path, env: dict[str, str], token: str
+) -> None:
+    """A hostile script may end the master: its run fails, nothing is left, and the grader is
+    told clearly that the supervisor is gone instead of hanging."""
+    pidfile = tmp_path / "sleep.pid"
+    script = _script(
+        tmp_path / "s.sh",
+        'sleep 1000 & echo $! > "$1.tmp" && mv "$1.tmp" "$1"\n'
+        'kill -9 "$(cut -d" " -f4 /proc/$PPID/stat)"\nwait\n',
+    )
+    with Supervisor() as supervisor:
+        result = supervisor.run([str(script), str(pidfile)], cwd=tmp_path, env=env, timeout=30)
+        assert result.returncode is None  # aborted: its reaper lost the master
+        assert _is_dead(_read_pid(pidfile), token)
+        assert supervisor._proc.wait(timeout=5) == -signal.SIGKILL
+        with pytest.raises(SandboxError, match="gone"):
+            supervisor.run(["/bin/true"], cwd=tmp_path)
 
 
 # --- cost -------------------------------------------------------------------------------------

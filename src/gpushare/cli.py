@@ -97,6 +97,10 @@ def _dispatch(args: argparse.Namespace) -> int:
 
     try:
         if args.command == "setup":
+            from gpushare.locations import graders_dir
+            from gpushare.precompile import precompile
+
+            precompile(graders_dir())
             paths = binaries.ensure()
             if args.print:
                 print(json.dumps({k: str(v) for k, v in paths.items()}, indent=2))

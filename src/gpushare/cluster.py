@@ -18,9 +18,9 @@ from typing import Any
 
 from gpushare import binaries, versions
 from gpushare.kubeapi import ApiError, Client, KubeconfigError, Unreachable
+from gpushare.labstate import LAB_NODES
 
 DEFAULT_CLUSTER = "gpushare"
-LAB_NODES = ("lab-node-0", "lab-node-1", "lab-node-2")
 SYSTEM_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
 NODE_RESOURCES = {"cpu": "32", "memory": "256Gi", "pods": "110", "ephemeral-storage": "500Gi"}
 # names of kwokctl's pid files under <cluster>/pids/

@@ -10,16 +10,11 @@ Exit status: 0 every check passed, 1 some failed, 2 could not grade.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
+import time
 from pathlib import Path
 
 EXIT_OK, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
-
-
-def graders_dir() -> Path:
-    env = os.environ.get("GPUSHARE_GRADERS")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "graders"
 
 
 def _error(msg: str) -> int:
@@ -28,14 +23,14 @@ def _error(msg: str) -> int:
 
 
 def run_cli(args: argparse.Namespace) -> int:
-    from gpushare import messages
-    from gpushare.session import GradeError, GradeSession
-    from gpushare.workdir import default_workdir
+    """Grade; the learner's script runs start before anything heavy is even imported.
 
-    try:
-        lang = messages.resolve_lang(args.lang)  # --lang, else GPUSHARE_LANG, else the locale
-    except ValueError as exc:
-        return _error(str(exc))
+    Those runs are most of a grade's time and CPU; started first, they overlap our imports,
+    the cluster read and every other check. Options are checked before anything starts.
+    """
+    started = time.monotonic()
+    from gpushare.locations import default_fixtures, default_workdir, graders_dir
+
     try:
         steps = {int(s) for s in args.step or []}
     except ValueError:
@@ -44,18 +39,41 @@ def run_cli(args: argparse.Namespace) -> int:
         return _error("--step takes step numbers 1 to 8")
     if not graders_dir().is_dir():
         return _error(f"graders not found at {graders_dir()}")
-    session = GradeSession(
-        workdir=Path(args.workdir).expanduser() if args.workdir else default_workdir(),
-        kubeconfig=args.kubeconfig,
-        cluster=args.cluster,
-        lang=lang,
-        seed=args.seed,
-    )
+    from gpushare import messages
+
+    try:
+        lang = messages.resolve_lang(args.lang)  # --lang, else GPUSHARE_LANG, else the locale
+    except ValueError as exc:
+        return _error(str(exc))
+    from gpushare.requestruns import RequestRuns, new_seed
+
+    workdir = Path(args.workdir).expanduser() if args.workdir else default_workdir()
+    seed = args.seed if args.seed is not None else new_seed()
+    fixtures = default_fixtures()
+    if (not steps or 6 in steps) and not (fixtures / "check-request").is_dir():
+        return _error(f"the sample manifests of step 6 are not at {fixtures / 'check-request'}")
+    runs = None
     try:
         if not steps or 6 in steps:
-            session.start_runs()  # first: the learner's runs overlap everything below
+            runs = RequestRuns.start(workdir, fixtures, seed)
         from gpushare import runner
+        from gpushare.session import GradeError, GradeSession
 
+        session = GradeSession(
+            workdir=workdir,
+            kubeconfig=args.kubeconfig,
+            cluster=args.cluster,
+            lang=lang,
+            seed=seed,
+            fixtures=fixtures,
+            runs=runs,
+            started=started,
+        )
+    except BaseException:
+        if runs is not None:
+            runs.close()
+        raise
+    try:
         checks = runner.load_checks(graders_dir(), steps or None)
         session.connect()
         durations = runner.run(session, checks)

@@ -8,13 +8,16 @@ learner input.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
 
 from gpushare.checks import T, fail
 from gpushare.labstate import CONFIGMAP_NAME, CONFIGMAP_NS, GPU, LabState, quantity
+from gpushare.records import Record
 from gpushare.workdir import FileProblem, LineDict, Workdir, load_yaml_text
+
+TYPE_CHECKING = False  # not ``typing`` at run time: see gpushare.records
+if TYPE_CHECKING:
+    from typing import Any
 
 MIG_PROFILE = "nvidia.com/mig-1g.10gb"
 MIG_COUNT = 7
@@ -131,10 +134,13 @@ def dig(obj: Any, *path: str | int) -> Any:
     return obj
 
 
-@dataclass(frozen=True)
-class Derived:
-    value: int
-    from_configmap: bool
+class Derived(Record):
+    """A value the lab says to derive, and whether it really came from the ConfigMap."""
+
+    __slots__ = ("from_configmap", "value")
+
+    def __init__(self, value: int, from_configmap: bool) -> None:
+        self.value, self.from_configmap = value, from_configmap
 
 
 def shared_replicas(lab: LabState) -> Derived:
@@ -168,8 +174,7 @@ def lab_node_labels(lab: LabState) -> dict[str, dict[str, str]]:
     asks to place by the labels of steps 2 and 3 (a hostname label is a node name in disguise).
     The GPU product label may have any value: the cluster's is used where it exists.
     """
-    from gpushare.cluster import LAB_NODES
-    from gpushare.labstate import CONFIG_LABEL
+    from gpushare.labstate import CONFIG_LABEL, LAB_NODES
 
     try:
         product = (

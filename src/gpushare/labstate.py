@@ -9,17 +9,21 @@ read-only: only GETs here, and the dry-run in :meth:`LabState.dry_run_create`.
 from __future__ import annotations
 
 import re
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+import threading
 from decimal import Decimal, InvalidOperation
-from typing import Any, ClassVar
 
 from gpushare.kubeapi import ApiError, Client, Unreachable
+from gpushare.records import Record
+
+TYPE_CHECKING = False  # not ``typing`` at run time: see gpushare.records
+if TYPE_CHECKING:
+    from typing import Any, ClassVar
 
 GPU = "nvidia.com/gpu"
 MIG_PREFIX = "nvidia.com/mig-"
 CONFIG_LABEL = "nvidia.com/device-plugin.config"
 CONFIGMAP_NS, CONFIGMAP_NAME = "gpu-share", "device-plugin-configs"
+LAB_NODES = ("lab-node-0", "lab-node-1", "lab-node-2")  # the nodes `gpushare up` creates
 QUOTA_NS, QUOTA_NAME = "team-a", "gpu-quota"
 
 _SUFFIX = {
@@ -161,19 +165,24 @@ def selects_by_label(pod: dict[str, Any], labels: dict[str, str]) -> bool | None
     return True
 
 
-@dataclass
-class Fetched:
+class Fetched(Record):
     """One API read: the object (None for 404) or the error that prevented it."""
 
-    value: Any = None
-    error: str | None = None
+    __slots__ = ("error", "value")
+
+    def __init__(self, value: Any = None, error: str | None = None) -> None:
+        self.value, self.error = value, error
 
 
-@dataclass
 class LabState:
-    client: Client
-    _futures: dict[str, Future[Any]] = field(default_factory=dict)
-    _pool: ThreadPoolExecutor | None = None
+    """One read of the lab, shared by every check; grading only reads (plus one dry-run).
+
+    The queries run one after another in a single background thread, on one keep-alive
+    connection, while the grader does everything else; a check waits only for the query it
+    reads. Measured on the lab's two cores, firing them all at once in parallel threads was no
+    faster (every thread pays a TLS handshake, and the apiserver shares the same cores) and
+    cost twice the CPU.
+    """
 
     QUERIES: ClassVar[dict[str, str]] = {
         "namespaces": "/api/v1/namespaces",
@@ -184,28 +193,47 @@ class LabState:
         "quotas:team-a": "/api/v1/namespaces/team-a/resourcequotas",
     }
 
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self._fetched: dict[str, Fetched] = {}
+        self._ready = {key: threading.Event() for key in self.QUERIES}
+        self._thread: threading.Thread | None = None
+
     def start(self) -> LabState:
-        """Fire every query at once; checks block only on the one they read."""
-        self._pool = ThreadPoolExecutor(max_workers=len(self.QUERIES), thread_name_prefix="kube")
-        for key, path in self.QUERIES.items():
-            self._futures[key] = self._pool.submit(self._fetch, path)
+        """Start reading every query in the background."""
+        self._thread = threading.Thread(target=self._read_all, name="kube", daemon=True)
+        self._thread.start()
         return self
+
+    def _read_all(self) -> None:
+        try:
+            for key, path in self.QUERIES.items():
+                self._fetched[key] = self._fetch(path)
+                self._ready[key].set()
+        finally:
+            self.client.close()  # this thread's connection
+            for event in self._ready.values():  # never leave a check waiting
+                event.set()
 
     def _fetch(self, path: str) -> Fetched:
         try:
             return Fetched(self.client.get_or_none(path))
         except (ApiError, Unreachable) as exc:
             return Fetched(None, str(exc))
+        except Exception as exc:  # a grader bug must fail the checks, not hang them
+            return Fetched(None, f"{type(exc).__name__}: {exc}")
 
     def get(self, key: str) -> Fetched:
-        if key not in self._futures:
-            self._futures[key] = Future()
-            self._futures[key].set_result(self._fetch(self.QUERIES[key]))
-        return self._futures[key].result()
+        if self._thread is None:  # not started: read on demand
+            if key not in self._fetched:
+                self._fetched[key] = self._fetch(self.QUERIES[key])
+            return self._fetched[key]
+        self._ready[key].wait()
+        return self._fetched.get(key) or Fetched(None, "the cluster read ended early")
 
     def close(self) -> None:
-        if self._pool:
-            self._pool.shutdown(wait=True)
+        if self._thread is not None:
+            self._thread.join()
 
     # -- typed views ---------------------------------------------------------------
 

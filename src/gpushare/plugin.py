@@ -48,7 +48,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    from gpushare.workdir import default_workdir
+    from gpushare.locations import default_workdir
 
     try:
         lang = messages.resolve_lang(config.getoption("lang"))

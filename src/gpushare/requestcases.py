@@ -37,10 +37,11 @@ import random
 import re
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
+
+from gpushare.records import Record
 
 GPU_KEY = "nvidia.com/gpu"
 NAMESPACE = "gpu-share"
@@ -56,7 +57,7 @@ REASONS: tuple[str, ...] = (
 )
 
 #: The smallest ``count`` for which :func:`generate` can cover every required feature.
-MIN_COUNT = 6
+MIN_COUNT = 2
 
 OverEntries = tuple[tuple[str, int], ...]
 
@@ -66,12 +67,13 @@ OverEntries = tuple[tuple[str, int], ...]
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(Record):
     """What a correct script does for one manifest: these OVER entries, and this exit code."""
 
-    over: OverEntries
-    rc: int
+    __slots__ = ("over", "rc")
+
+    def __init__(self, over: OverEntries, rc: int) -> None:
+        self.over, self.rc = over, rc
 
     @property
     def stdout_lines(self) -> tuple[str, ...]:
@@ -153,18 +155,28 @@ def _verdict_of(docs: list[object]) -> Verdict:
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Case:
+class Case(Record):
     """One manifest to run the learner's script on, with what a correct script does.
 
     ``expect_over`` empty means the script must print ``OK`` (and ``expect_rc`` is 0).
+    Treated as immutable (it is hashable).
     """
 
-    name: str
-    manifest: str
-    expect_rc: int
-    expect_over: OverEntries
-    description: str
+    __slots__ = ("description", "expect_over", "expect_rc", "manifest", "name")
+
+    def __init__(
+        self,
+        name: str,
+        manifest: str,
+        expect_rc: int,
+        expect_over: OverEntries,
+        description: str,
+    ) -> None:
+        self.name, self.manifest, self.description = name, manifest, description
+        self.expect_rc, self.expect_over = expect_rc, expect_over
+
+    def __hash__(self) -> int:
+        return hash(self._values())
 
 
 _SAMPLE_DESCRIPTIONS = {
@@ -244,33 +256,55 @@ class _Names:
                 return name
 
 
-@dataclass
-class _Container:
+class _Container(Record):
     """A container as the generator means it; rendered to YAML text by :func:`_render_pod`."""
 
-    name: str
-    image: str
-    gpu_limits: int | None = None
-    gpu_requests: int | None = None
-    quote: str = "plain"  # how the GPU quantity is written: 2, "2" or '2'
-    cpu: str | None = None
-    memory: str | None = None
-    empty_resources: bool = False  # write ``resources: {}`` when there is nothing to ask
+    __slots__ = (
+        "cpu",
+        "empty_resources",
+        "gpu_limits",
+        "gpu_requests",
+        "image",
+        "memory",
+        "name",
+        "quote",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        image: str,
+        gpu_limits: int | None = None,
+        gpu_requests: int | None = None,
+        quote: str = "plain",  # how the GPU quantity is written: 2, "2" or '2'
+        cpu: str | None = None,
+        memory: str | None = None,
+        empty_resources: bool = False,  # write ``resources: {}`` when there is nothing to ask
+    ) -> None:
+        self.name, self.image, self.quote = name, image, quote
+        self.gpu_limits, self.gpu_requests = gpu_limits, gpu_requests
+        self.cpu, self.memory, self.empty_resources = cpu, memory, empty_resources
 
     @property
     def gpus(self) -> int:
         return max(self.gpu_limits or 0, self.gpu_requests or 0)
 
 
-@dataclass
-class _Draft:
+class _Draft(Record):
     """A case before the oracle has checked it: the builder's own idea of the answer."""
 
-    name: str
-    manifest: str
-    intended_over: OverEntries
-    description: str
-    n_docs: int = 1  # how many YAML documents (empty ones included) the text must hold
+    __slots__ = ("description", "intended_over", "manifest", "n_docs", "name")
+
+    def __init__(
+        self,
+        name: str,
+        manifest: str,
+        intended_over: OverEntries,
+        description: str,
+        n_docs: int = 1,  # how many YAML documents (empty ones included) the text must hold
+    ) -> None:
+        self.name, self.manifest, self.description = name, manifest, description
+        self.intended_over, self.n_docs = intended_over, n_docs
 
 
 def _quantity(value: int, quote: str) -> str:
@@ -421,8 +455,34 @@ def _describe(c: _Container) -> str:
     return f"{c.name}: {c.gpus} GPU{'s' if c.gpus > 1 else ''} in {_where_phrase(c)}"
 
 
-def _build_multi_doc(rng: random.Random) -> _Draft:
-    """Several YAML documents; the over Pod is never the first, to catch first-doc-only reads."""
+def _over_pod_containers(rng: random.Random, names: _Names) -> list[_Container]:
+    """The over Pod's containers: one over in requests only, one over in limits only with a
+    quoted quantity, maybe one over in both, and one or two that are not over, shuffled.
+
+    With at least two over containers one is never first, so a script reading only the first
+    container misses a line; one reading only ``limits`` or only ``requests``, or unable to read
+    ``"3"``, misses another.
+    """
+    containers = [
+        _gpu_container(rng, names, _over_count(rng), where="requests"),
+        _gpu_container(
+            rng, names, _over_count(rng), where="limits", quote=rng.choice(("double", "single"))
+        ),
+    ]
+    if rng.random() < 0.4:
+        containers.append(_gpu_container(rng, names, _over_count(rng), where="both"))
+    containers += [_harmless_container(rng, names) for _ in range(rng.randint(1, 2))]
+    rng.shuffle(containers)
+    return containers
+
+
+def _build_over(rng: random.Random) -> _Draft:
+    """Several YAML documents with a non-Pod or empty one; the over Pod is never the first.
+
+    Every "over" feature the lab lists is in this one manifest (several documents, several
+    containers, requests only, quoted quantities), so one run of the learner's script judges
+    them all; the expected lines and the description say which container a script missed.
+    """
     names = _Names(rng)
     n_docs = rng.randint(3, 4)
     over_at = rng.randint(1, n_docs - 1)
@@ -434,11 +494,19 @@ def _build_multi_doc(rng: random.Random) -> _Draft:
     over_phrase = ""
     for i in range(n_docs):
         if i == over_at:
-            c = _gpu_container(rng, names, _over_count(rng))
-            docs.append(_render_pod(names.new(_POD_PREFIXES), [c]))
+            containers = _over_pod_containers(rng, names)
+            docs.append(_render_pod(names.new(_POD_PREFIXES), containers))
             kinds.append("Pod")
-            over = _over([c])
-            over_phrase = f"container asks {c.gpus} GPUs in {_where_phrase(c)}"
+            over = _over(containers)
+            over_phrase = "; ".join(
+                _describe(c)
+                + (
+                    f", written {_quantity(c.gpus, c.quote)}"
+                    if c.gpus > 1 and c.quote != "plain"
+                    else ""
+                )
+                for c in containers
+            )
         elif i == filler_at:
             docs.append(_render_filler(filler_kind, names))
             kinds.append(filler_kind if filler_kind in ("ConfigMap", "ServiceAccount") else "empty")
@@ -453,124 +521,70 @@ def _build_multi_doc(rng: random.Random) -> _Draft:
     if rng.random() < 0.5 or (filler_at == 0 and filler_kind in ("empty", "comment")):
         text = "---\n" + text
     return _Draft(
-        name=f"{_NUMBERS[n_docs]}-docs-{_ORDINALS[over_at]}-over",
+        name=f"{_NUMBERS[n_docs]}-docs-{len(over)}-over",
         manifest=text,
         intended_over=over,
         n_docs=n_docs,
         description=(
             f"{n_docs} YAML documents ({', '.join(kinds)}); "
-            f"in document {over_at + 1} the Pod's {over_phrase}"
+            f"the Pod in document {over_at + 1} has {len(containers)} containers "
+            f"({over_phrase})"
         ),
     )
 
 
-def _build_multi_container(rng: random.Random) -> _Draft:
-    """One Pod, several containers, some over and some not; one over container is not first."""
+def _build_passing(rng: random.Random) -> _Draft:
+    """Nothing over: containers asking exactly one GPU each, and one with cpu/memory only.
+
+    Catches a script that flags one GPU, that adds up a Pod's or a file's GPUs, or that fails on
+    a container without any GPU. With two documents, the CPU-only container is a Pod of its own.
+    """
     names = _Names(rng)
-    n = rng.randint(2, 4)
-    late_over = rng.randint(1, n - 1)
-    candidates = [i for i in range(n) if i != late_over]
-    calm = rng.choice(candidates)  # at least one container that is not over
-    over_idx = {late_over} | {i for i in candidates if i != calm and rng.random() < 0.5}
-    containers = [
-        _gpu_container(rng, names, _over_count(rng))
-        if i in over_idx
-        else _harmless_container(rng, names)
-        for i in range(n)
-    ]
-    over = _over(containers)
-    return _Draft(
-        name=f"mix-{n}-containers-{len(over)}-over",
-        manifest=_render_pod(names.new(_POD_PREFIXES), containers),
-        intended_over=over,
-        description=f"one Pod with {n} containers ({'; '.join(map(_describe, containers))})",
+    ones = [_gpu_container(rng, names, 1) for _ in range(rng.randint(1, 2))]
+    cpu_only = _Container(
+        name=names.new(_CONTAINER_PREFIXES),
+        image=rng.choice(_CPU_IMAGES),
+        cpu=rng.choice(_CPUS),
+        memory=rng.choice(_MEMORIES),
     )
-
-
-def _build_requests_only(rng: random.Random) -> _Draft:
-    """GPUs in ``requests`` only, maybe next to a ``limits`` block without GPUs."""
-    names = _Names(rng)
-    c = _gpu_container(rng, names, _over_count(rng), where="requests")
+    if rng.random() < 0.5:
+        pods = [ones, [cpu_only]]
+        text = "---\n".join(_render_pod(names.new(_POD_PREFIXES), p) for p in pods)
+        name, n_docs = f"passes-2-pods-{len(ones) + 1}-containers", 2
+        shape = "two Pods"
+    else:
+        containers = [*ones, cpu_only]
+        rng.shuffle(containers)
+        text = _render_pod(names.new(_POD_PREFIXES), containers)
+        name, n_docs = f"passes-{len(containers)}-containers", 1
+        shape = "one Pod"
+    described = "; ".join(_describe(c) for c in [*ones, cpu_only])
     return _Draft(
-        name=f"requests-only-over-{c.gpus}",
-        manifest=_render_pod(names.new(_POD_PREFIXES), [c]),
-        intended_over=_over([c]),
-        description=f"one container asking {c.gpus} GPUs in requests only (no GPU in limits)",
-    )
-
-
-def _build_limits_only_quoted(rng: random.Random) -> _Draft:
-    """GPUs in ``limits`` only, written as a quoted string (``"3"``)."""
-    names = _Names(rng)
-    quote = rng.choice(("double", "single"))
-    c = _gpu_container(rng, names, _over_count(rng), where="limits", quote=quote)
-    shown = _quantity(c.gpus, quote)
-    return _Draft(
-        name=f"limits-only-quoted-over-{c.gpus}",
-        manifest=_render_pod(names.new(_POD_PREFIXES), [c]),
-        intended_over=_over([c]),
-        description=f"one container asking {shown} GPUs in limits only, quantity quoted",
-    )
-
-
-def _build_exactly_one(rng: random.Random) -> _Draft:
-    """Containers asking exactly one GPU each: passes (one GPU per container is the rule)."""
-    names = _Names(rng)
-    n = rng.randint(1, 2)
-    containers = [_gpu_container(rng, names, 1) for _ in range(n)]
-    where = ", ".join(_where_phrase(c) for c in containers)
-    what = "one container asking exactly 1 GPU" if n == 1 else "two containers asking 1 GPU each"
-    return _Draft(
-        name="exactly-one" if n == 1 else "one-gpu-each-2-containers",
-        manifest=_render_pod(names.new(_POD_PREFIXES), containers),
+        name=name,
+        manifest=text,
         intended_over=(),
-        description=f"{what} ({where}); passes",
-    )
-
-
-def _build_no_gpu(rng: random.Random) -> _Draft:
-    """No GPU anywhere, only cpu/memory: passes."""
-    names = _Names(rng)
-    n = rng.randint(1, 2)
-    containers = []
-    for _ in range(n):
-        c = _Container(name=names.new(_CONTAINER_PREFIXES), image=rng.choice(_CPU_IMAGES))
-        c.cpu = rng.choice(_CPUS)
-        c.memory = rng.choice(_MEMORIES)
-        containers.append(c)
-    return _Draft(
-        name="no-gpu-cpu-memory",
-        manifest=_render_pod(names.new(_POD_PREFIXES), containers),
-        intended_over=(),
-        description=(
-            f"{'one container' if n == 1 else 'two containers'} with cpu/memory only, "
-            "no GPU request; passes"
-        ),
+        n_docs=n_docs,
+        description=f"{shape} ({described}, cpu/memory only); passes",
     )
 
 
 _Builder = Callable[[random.Random], _Draft]
 
-# One builder per required feature: every run of ``generate`` calls each of these once.
-_CORE: tuple[_Builder, ...] = (
-    _build_multi_doc,
-    _build_multi_container,
-    _build_requests_only,
-    _build_limits_only_quoted,
-    _build_exactly_one,
-    _build_no_gpu,
-)
+# One case packs every feature the lab lists (several documents, several containers, requests
+# only, quoted quantities), one must pass; so two runs of the learner's script judge them all.
+# Every run costs the learner's interpreter start-up, and that dominates a grade's time.
+_CORE: tuple[_Builder, ...] = (_build_over, _build_passing)
 
 
 def generate(seed: int, count: int = MIN_COUNT) -> list[Case]:
     """``count`` fresh cases from ``random.Random(seed)``, deterministic byte for byte.
 
     Every run covers every required feature (several documents with a non-Pod or empty one,
-    a multi-container mix with an over container that is not first, requests only, limits only
-    with a quoted quantity, exactly one GPU, no GPU at all), because each has its own builder
-    and all builders run; cases beyond :data:`MIN_COUNT` repeat random builders with new
-    randomness. The order of cases is shuffled so it says nothing about which one failed.
-    Case names are unique within the list (``-2``, ``-3`` ... on repeats).
+    an over container that is not first in its Pod, requests only, limits only with a quoted
+    quantity, exactly one GPU, a container without GPU), because every builder runs once;
+    cases beyond :data:`MIN_COUNT` repeat random builders with new randomness. The order of
+    cases is shuffled so it says nothing about which one failed. Case names are unique within
+    the list (``-2``, ``-3`` ... on repeats).
     """
     if count < MIN_COUNT:
         raise ValueError(f"count must be at least {MIN_COUNT} to cover every feature, got {count}")

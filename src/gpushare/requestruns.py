@@ -1,48 +1,112 @@
 """Runs of the learner's ``bin/check-request.sh`` on the sample and the unseen cases.
 
-All runs start together in the background when grading begins (they dominate a grade's wall
-time otherwise), each in the sandbox: time limit, output cap, every process ended afterwards.
+The learner's runs are most of a grade's time (each one starts the learner's interpreter), so
+they start first and run in the background while everything else is read and checked. The
+three samples start before the cases are even generated: starting them needs only the sandbox,
+not YAML. Each run is in the sandbox (time limit, output cap, every process ended afterwards),
+and one sandbox supervisor serves all the runs of a grade, so a run costs the learner's own
+program and not also a Python start-up of ours.
+
 Each manifest is written to a private temporary directory, never into the learner's work
-directory, and passed as the script's only argument.
+directory, and passed as the script's only argument. Judging happens when a check asks.
 """
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+import os
+import threading
 from pathlib import Path
 
-from gpushare import requestcases, sandbox
+from gpushare import sandbox
+
+# Not ``typing.TYPE_CHECKING``: importing ``typing`` (like ``dataclasses`` or ``tempfile``) would
+# delay the start of the learner's runs, which this module exists to start early.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from gpushare.requestcases import Case
 
 SCRIPT = "bin/check-request.sh"
 TIMEOUT_S = 5.0
 OUTPUT_CAP = 16 * 1024
-GENERATED = 6
+SAMPLES = ("over", "one", "none")
+# Generated cases per grade: requestcases.MIN_COUNT (checked in RequestRuns.start).
+GENERATED = 2
 
 
-@dataclass(frozen=True)
+def _private_dir() -> Path:
+    """A new directory only we can read, like ``tempfile.mkdtemp`` (without its imports)."""
+    base = Path(os.environ.get("TMPDIR") or "/tmp")
+    while True:
+        path = base / f"gpushare-cases-{os.urandom(6).hex()}"
+        try:
+            path.mkdir(mode=0o700)
+        except FileExistsError:
+            continue
+        return path
+
+
+def new_seed() -> int:
+    """A fresh seed for the generated cases (recorded in the results for a regrade)."""
+    return int.from_bytes(os.urandom(4), "big") & 0x7FFFFFFF
+
+
 class CaseRun:
-    case: requestcases.Case
-    result: sandbox.RunResult | None
-    error: str | None  # the script could not be executed at all (e.g. no shebang)
-    passed: bool
-    reason: str
+    """One judged run: the case, what the script did, and the verdict (``reason`` a key)."""
+
+    __slots__ = ("case", "error", "passed", "reason", "result")
+
+    def __init__(
+        self,
+        case: Case,
+        result: sandbox.RunResult | None,
+        error: str | None,  # the script could not be executed at all (e.g. no shebang)
+        passed: bool,
+        reason: str,
+    ) -> None:
+        self.case, self.result, self.error = case, result, error
+        self.passed, self.reason = passed, reason
+
+
+class _Job:
+    """One submitted run, collected by a thread of its own (so output caps hold meanwhile)."""
+
+    def __init__(self, name: str, pending: sandbox.Pending | str) -> None:
+        self.name = name
+        self.outcome: sandbox.RunResult | str | None = pending if isinstance(pending, str) else None
+        self._thread: threading.Thread | None = None
+        if not isinstance(pending, str):
+            self._thread = threading.Thread(
+                target=self._collect, args=(pending,), name=f"case-{name}", daemon=True
+            )
+            self._thread.start()
+
+    def _collect(self, pending: sandbox.Pending) -> None:
+        try:
+            self.outcome = pending.result()
+        except OSError as exc:  # the script could not be executed (e.g. no shebang)
+            self.outcome = exc.strerror or str(exc)
+        except sandbox.SandboxError as exc:
+            self.outcome = str(exc)
+
+    def wait(self) -> sandbox.RunResult | str:
+        if self._thread is not None:
+            self._thread.join()
+        return self.outcome if self.outcome is not None else "no result"
 
 
 class RequestRuns:
-    def __init__(self, workdir: Path, fixtures: Path, seed: int) -> None:
+    def __init__(self, workdir: Path, seed: int) -> None:
         self.workdir = workdir
         self.seed = seed
         self.script = workdir / SCRIPT
         self.problem = sandbox.check_runnable(self.script)
         self.command = self._command()
-        self.samples = requestcases.sample_cases(fixtures / "check-request")
-        self.generated = requestcases.generate(seed, GENERATED)
-        self._tmp = Path(tempfile.mkdtemp(prefix="gpushare-cases-"))
-        self._pool: ThreadPoolExecutor | None = None
-        self._runs: dict[str, Future[CaseRun]] = {}
+        self.samples: list[Case] = []
+        self.generated: list[Case] = []
+        self._tmp = _private_dir()
+        self._supervisor: sandbox.Supervisor | None = None
+        self._supervisor_error = ""
+        self._jobs: dict[str, _Job] = {}
 
     def _command(self) -> list[str] | None:
         """How to start the script, or None when it cannot be run at all.
@@ -69,41 +133,72 @@ class RequestRuns:
 
     @classmethod
     def start(cls, workdir: Path, fixtures: Path, seed: int) -> RequestRuns:
-        runs = cls(workdir, fixtures, seed)
-        if runs.command is not None:
-            runs._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="case")
-            for case in [*runs.samples, *runs.generated]:
-                runs._runs[case.name] = runs._pool.submit(runs._run, case)
+        """Start every run in the background; call from a thread that outlives them."""
+        runs = cls(workdir, seed)
+        try:
+            runs._start(fixtures / "check-request")
+        except BaseException:
+            runs.close()
+            raise
         return runs
 
-    def _run(self, case: requestcases.Case) -> CaseRun:
-        path = self._tmp / case.name / "manifest.yaml"
+    def _start(self, samples_dir: Path) -> None:
+        if self.command is not None:
+            # Started here, in the caller's thread: the supervisor ends with the thread that
+            # started it.
+            try:
+                self._supervisor = sandbox.Supervisor()
+            except (OSError, sandbox.SandboxError) as exc:
+                self._supervisor_error = str(exc)  # each run reports it
+            for stem in SAMPLES:
+                path = samples_dir / f"{stem}.yaml"
+                with open(path, "rb") as fh:  # a missing sample is the grader's fault: raise
+                    self._submit(f"sample-{stem}", fh.read())
+        from gpushare import requestcases  # YAML and the generator, while the samples run
+
+        if requestcases.MIN_COUNT != GENERATED:
+            raise AssertionError("requestruns.GENERATED must be requestcases.MIN_COUNT")
+        self.samples = requestcases.sample_cases(samples_dir)
+        self.generated = requestcases.generate(self.seed, GENERATED)
+        if self.command is not None:
+            for case in self.generated:
+                self._submit(case.name, case.manifest.encode("utf-8"))
+
+    def _submit(self, name: str, manifest: bytes) -> None:
+        """Start the run of case ``name`` now, from this thread; a thread collects it."""
+        path = self._tmp / name / "manifest.yaml"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(case.manifest, encoding="utf-8")
-        try:
-            result = sandbox.run_untrusted(
-                [*(self.command or []), str(path)],
-                cwd=self.workdir,
-                timeout=TIMEOUT_S,
-                output_cap=OUTPUT_CAP,
-            )
-        except (OSError, sandbox.SandboxError) as exc:
-            return CaseRun(
-                case,
-                None,
-                exc.strerror or str(exc) if isinstance(exc, OSError) else str(exc),
-                False,
-                "not_run",
-            )
-        if result.timed_out:
-            return CaseRun(case, result, None, False, "timeout")
-        passed, reason = requestcases.judge(case, result.returncode or 0, result.stdout)
-        if result.returncode is None or result.returncode < 0:
-            passed, reason = False, "killed"
-        return CaseRun(case, result, None, passed, reason)
+        path.write_bytes(manifest)
+        pending: sandbox.Pending | str
+        if self._supervisor is None:
+            pending = f"the sandbox supervisor could not be started: {self._supervisor_error}"
+        else:
+            try:
+                pending = self._supervisor.submit(
+                    [*(self.command or []), str(path)],
+                    cwd=self.workdir,
+                    timeout=TIMEOUT_S,
+                    output_cap=OUTPUT_CAP,
+                )
+            except sandbox.SandboxError as exc:
+                pending = str(exc)
+        self._jobs[name] = _Job(name, pending)
 
     def run(self, name: str) -> CaseRun:
-        return self._runs[name].result()
+        """The judged run of case ``name`` (waits for it to finish)."""
+        from gpushare import requestcases
+
+        case = next(c for c in [*self.samples, *self.generated] if c.name == name)
+        job = self._jobs.get(name)
+        outcome = job.wait() if job is not None else "the script could not be run"
+        if isinstance(outcome, str):
+            return CaseRun(case, None, outcome, False, "not_run")
+        if outcome.timed_out:
+            return CaseRun(case, outcome, None, False, "timeout")
+        passed, reason = requestcases.judge(case, outcome.returncode or 0, outcome.stdout)
+        if outcome.returncode is None or outcome.returncode < 0:
+            passed, reason = False, "killed"
+        return CaseRun(case, outcome, None, passed, reason)
 
     def sample(self, stem: str) -> CaseRun:
         return self.run(f"sample-{stem}")
@@ -112,7 +207,11 @@ class RequestRuns:
         return [self.run(c.name) for c in self.generated]
 
     def close(self) -> None:
-        if self._pool is not None:
-            # runs not started yet are not needed any more (e.g. step 6 was deselected)
-            self._pool.shutdown(wait=True, cancel_futures=True)
+        """End the runs still going (e.g. step 6 was deselected), clean up."""
+        if self._supervisor is not None:
+            self._supervisor.close()  # aborts runs still going: their results come at once
+        for job in self._jobs.values():
+            job.wait()
+        import shutil
+
         shutil.rmtree(self._tmp, ignore_errors=True)

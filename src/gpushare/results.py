@@ -8,29 +8,51 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 from gpushare import __version__, versions
+from gpushare.records import Record
+
+TYPE_CHECKING = False  # not ``typing``: see gpushare.records
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
 
 
 def number_key(number: str) -> tuple[int, ...]:
     return tuple(int(p) for p in number.split(".") if p.isdigit())
 
 
-@dataclass
-class CheckResult:
-    number: str
-    step: int
-    title: str
-    max_score: int
-    score: int
-    passed: bool
-    output: str
-    error: bool
-    nodeid: str
+class CheckResult(Record):
+    """One check's scored result, as every report shows it."""
+
+    __slots__ = (
+        "error",
+        "max_score",
+        "nodeid",
+        "number",
+        "output",
+        "passed",
+        "score",
+        "step",
+        "title",
+    )
+
+    def __init__(
+        self,
+        *,
+        number: str,
+        step: int,
+        title: str,
+        max_score: int,
+        score: int,
+        passed: bool,
+        output: str,
+        error: bool,
+        nodeid: str,
+    ) -> None:
+        self.number, self.step, self.title = number, step, title
+        self.max_score, self.score, self.passed = max_score, score, passed
+        self.output, self.error, self.nodeid = output, error, nodeid
 
     def fail(self, output: str, error: bool) -> None:
         self.passed = False
@@ -51,14 +73,23 @@ class CheckResult:
         }
 
 
-@dataclass
-class Report:
-    checks: list[CheckResult]
-    execution_time: float
-    lang: str
-    seed: int
-    workdir: str
-    server: str | None
+class Report(Record):
+    """Every check of one grade, and what a regrade needs."""
+
+    __slots__ = ("checks", "execution_time", "lang", "seed", "server", "workdir")
+
+    def __init__(
+        self,
+        *,
+        checks: list[CheckResult],
+        execution_time: float,
+        lang: str,
+        seed: int,
+        workdir: str,
+        server: str | None,
+    ) -> None:
+        self.checks, self.execution_time, self.lang = checks, execution_time, lang
+        self.seed, self.workdir, self.server = seed, workdir, server
 
     @property
     def score(self) -> int:
@@ -123,6 +154,8 @@ class Report:
 
     def write_json(self, path: Path) -> None:
         """Write atomically: an LMS polling the file never reads half of it."""
+        import tempfile
+
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
         with os.fdopen(fd, "w", encoding="utf-8") as fh:

@@ -10,24 +10,38 @@ second; a test of ours grades through both entry points and compares every resul
 from __future__ import annotations
 
 import importlib.util
-import inspect
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from gpushare.records import Record
 from gpushare.results import number_key
 from gpushare.session import GradeError, GradeSession
 
+TYPE_CHECKING = False  # not ``typing`` at run time: see gpushare.records
+if TYPE_CHECKING:
+    from typing import Any
 
-@dataclass(frozen=True)
-class Check:
-    meta: dict[str, Any]
-    function: Callable[..., Any]
-    nodeid: str  # as pytest names it: graders/<file>::<function>
-    classname: str  # as pytest's JUnit XML names it: graders.<module>
+
+class Check(Record):
+    """One ``@check`` function of the graders, named as pytest names it."""
+
+    __slots__ = ("classname", "function", "meta", "nodeid")
+
+    def __init__(
+        self,
+        meta: dict[str, Any],
+        function: Callable[..., Any],
+        nodeid: str,  # as pytest names it: graders/<file>::<function>
+        classname: str,  # as pytest's JUnit XML names it: graders.<module>
+    ) -> None:
+        self.meta, self.function, self.nodeid, self.classname = meta, function, nodeid, classname
+
+    def parameters(self) -> tuple[str, ...]:
+        """The inputs the check asks for, by name (what pytest would inject as fixtures)."""
+        code = self.function.__code__
+        return code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
 
 
 def load_checks(graders: Path, steps: set[int] | None = None) -> list[Check]:
@@ -59,7 +73,7 @@ def run(session: GradeSession, checks: list[Check]) -> dict[str, float]:
     inputs = session.inputs()
     durations: dict[str, float] = {}
     for check in checks:
-        kwargs = {p: inputs[p] for p in inspect.signature(check.function).parameters}
+        kwargs = {p: inputs[p] for p in check.parameters()}
         t0 = time.perf_counter()
         try:
             check.function(**kwargs)

@@ -9,25 +9,21 @@ score by construction, and a test of ours compares the two.
 
 from __future__ import annotations
 
-import os
-import secrets
 import time
 from pathlib import Path
-from typing import Any
 
 from gpushare import messages, results
 from gpushare.checks import CheckFailed, T
 from gpushare.kubeapi import ApiError, Unreachable
 from gpushare.workdir import Workdir
 
+TYPE_CHECKING = False  # not ``typing`` at run time: see gpushare.records
+if TYPE_CHECKING:
+    from typing import Any
+
 
 class GradeError(Exception):
     """Grading cannot happen (cluster unreachable, bad kubeconfig): one line, exit status 2."""
-
-
-def default_fixtures() -> Path:
-    env = os.environ.get("GPUSHARE_FIXTURES")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "fixtures"
 
 
 class GradeSession:
@@ -40,18 +36,25 @@ class GradeSession:
         lang: str,
         seed: int | None,
         fixtures: Path | None = None,
+        runs: Any = None,
+        started: float | None = None,
     ) -> None:
+        """``runs``: the learner's runs if the caller started them already (``gpushare grade``
+        does, before importing this module), with the same workdir, fixtures and seed."""
+        from gpushare.locations import default_fixtures
+        from gpushare.requestruns import new_seed
+
         self.workdir = workdir
         self.kubeconfig = kubeconfig
         self.cluster = cluster
         self.lang = lang
-        self.seed: int = seed if seed is not None else secrets.randbelow(2**31)
+        self.seed: int = seed if seed is not None else new_seed()
         self.fixtures = fixtures or default_fixtures()
-        self.started = time.monotonic()
+        self.started = started if started is not None else time.monotonic()
         self.results: dict[str, results.CheckResult] = {}
         self.server: str | None = None
         self.state: Any = None
-        self.runs: Any = None
+        self.runs: Any = runs
         self.active = False
         self.work = Workdir(workdir)  # one per session: it caches parsed files
 

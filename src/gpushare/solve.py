@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from gpushare import binaries, cluster
-from gpushare.workdir import default_workdir
+from gpushare.locations import default_workdir
 
 
 def solutions_dir() -> Path:

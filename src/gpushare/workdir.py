@@ -9,22 +9,19 @@ point at ``k8s/mig-job.yaml:14``.
 
 from __future__ import annotations
 
-import os
 import stat
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import yaml
 
 from gpushare.checks import T
+from gpushare.records import Record
+
+TYPE_CHECKING = False  # not ``typing`` at run time: see gpushare.records
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_BYTES = 1024 * 1024
-DEFAULT_WORKDIR = "/root/gpushare"
-
-
-def default_workdir() -> Path:
-    return Path(os.environ.get("GPUSHARE_WORKDIR") or DEFAULT_WORKDIR)
 
 
 class LineDict(dict):  # type: ignore[type-arg]
@@ -64,13 +61,13 @@ def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> LineDict:
 _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
-@dataclass(frozen=True)
-class FileProblem:
+class FileProblem(Record):
     """Why a file could not be used; ``problem`` is a catalog value with its parameters."""
 
-    path: str
-    problem: T
-    line: int | None = None
+    __slots__ = ("line", "path", "problem")
+
+    def __init__(self, path: str, problem: T, line: int | None = None) -> None:
+        self.path, self.problem, self.line = path, problem, line
 
     @property
     def where(self) -> str:
@@ -94,12 +91,15 @@ def load_yaml_text(text: str, origin: str, first_line: int = 1) -> list[Any] | F
     return docs
 
 
-@dataclass
 class Workdir:
     """The learner's work directory (``k8s/``, ``bin/``, ``out/``)."""
 
-    root: Path
-    _objects: dict[str, list[LineDict] | FileProblem] = field(default_factory=dict, repr=False)
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._objects: dict[str, list[LineDict] | FileProblem] = {}
+
+    def __repr__(self) -> str:
+        return f"Workdir(root={self.root!r})"
 
     def path(self, rel: str) -> Path:
         return self.root / rel

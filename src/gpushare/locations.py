@@ -1,0 +1,28 @@
+"""Where a grade finds its inputs: the learner's work directory, the graders, the fixtures.
+
+Each has a default and an environment variable to move it, and nothing here imports more than
+``os`` and ``pathlib``, so ``gpushare grade`` can know all three before it imports anything
+heavy (it starts the learner's script runs first).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+DEFAULT_WORKDIR = "/root/gpushare"
+_CHECKOUT = Path(__file__).resolve().parents[2]
+
+
+def default_workdir() -> Path:
+    return Path(os.environ.get("GPUSHARE_WORKDIR") or DEFAULT_WORKDIR)
+
+
+def graders_dir() -> Path:
+    env = os.environ.get("GPUSHARE_GRADERS")
+    return Path(env) if env else _CHECKOUT / "graders"
+
+
+def default_fixtures() -> Path:
+    env = os.environ.get("GPUSHARE_FIXTURES")
+    return Path(env) if env else _CHECKOUT / "fixtures"
