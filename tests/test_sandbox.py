@@ -15,6 +15,7 @@ import signal
 import stat
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -97,14 +98,17 @@ def env(token: str) -> dict[str, str]:
     return {**os.environ, MARKER: token, "PYTHON": sys.executable}
 
 
-@pytest.fixture
-def sandbox(tmp_path: Path, env: dict[str, str]) -> Runner:
-    """``run_untrusted`` with this test's marked environment and ``tmp_path`` as cwd."""
+@pytest.fixture(params=["fork", "spawn"])
+def sandbox(request: pytest.FixtureRequest, tmp_path: Path, env: dict[str, str]) -> Runner:
+    """One run under a supervisor of its own, with this test's marked environment and
+    ``tmp_path`` as cwd; once with the master forked from us, once spawned fresh."""
 
     def run(argv: list[str], **kwargs: object) -> RunResult:
         kwargs.setdefault("cwd", tmp_path)
         kwargs.setdefault("env", env)
-        return run_untrusted(argv, **kwargs)  # type: ignore[arg-type]
+        with Supervisor(start=request.param) as supervisor:
+            assert supervisor._proc.how == request.param
+            return supervisor.run(argv, **kwargs)  # type: ignore[arg-type]
 
     return run
 
@@ -290,12 +294,16 @@ def _read_pid_line(path: Path) -> list[str]:
     return path.read_text().split()
 
 
-def test_parallel_runs_from_threads(sandbox: Runner, tmp_path: Path, token: str) -> None:
+def test_parallel_runs_from_threads(env: dict[str, str], tmp_path: Path, token: str) -> None:
     """Runs from worker threads must not interfere (PDEATHSIG follows the spawning thread)."""
     script = _script(tmp_path / "s.sh", DAEMON)
     pidfiles = [tmp_path / f"d{i}.pid" for i in range(4)]
+
+    def one(pidfile: Path) -> RunResult:
+        return run_untrusted([str(script), str(pidfile)], cwd=tmp_path, env=env, timeout=30)
+
     with ThreadPoolExecutor(max_workers=4) as pool:
-        results = list(pool.map(lambda p: sandbox([str(script), str(p)], timeout=30), pidfiles))
+        results = list(pool.map(one, pidfiles))
     for result, pidfile in zip(results, pidfiles, strict=True):
         assert (result.returncode, result.stdout) == (0, "launched\n"), result.stderr
         assert _is_dead(int(pidfile.read_text().split()[0]), token)
@@ -419,6 +427,21 @@ def test_one_master_serves_many_runs_from_threads(
         assert result.leftover_killed >= 1
         assert _is_dead(int(pidfile.read_text().split()[0]), token)
     assert supervisor._proc.returncode == 0  # closing ended the master
+
+
+def test_the_master_is_forked_only_from_a_single_threaded_grader() -> None:
+    """Forking a process with other threads is unsafe: then the master is spawned fresh."""
+    with Supervisor() as alone:
+        assert alone._proc.how == ("fork" if threading.active_count() == 1 else "spawn")
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        with Supervisor() as crowded:
+            assert crowded._proc.how == "spawn"
+    finally:
+        stop.set()
+        other.join()
 
 
 def test_missing_cwd_raises_file_not_found(tmp_path: Path) -> None:

@@ -39,8 +39,6 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-import yaml
-
 from gpushare.records import Record
 
 GPU_KEY = "nvidia.com/gpu"
@@ -119,6 +117,8 @@ def _load_all(text: str) -> list[object]:
     Same SafeConstructor, so the same documents as the learner's ``yaml.safe_load_all``;
     about ten times faster, which matters because cases are made at the start of every grade.
     """
+    import yaml  # here: drafts are made, and their runs started, before YAML is imported
+
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     return list(yaml.load_all(text, Loader=loader))
 
@@ -586,15 +586,32 @@ def generate(seed: int, count: int = MIN_COUNT) -> list[Case]:
     cases is shuffled so it says nothing about which one failed. Case names are unique within
     the list (``-2``, ``-3`` ... on repeats).
     """
+    return judged(drafts(seed, count))
+
+
+def drafts(seed: int, count: int = MIN_COUNT) -> list[_Draft]:
+    """The cases of :func:`generate` before the oracle has judged them: name and manifest are
+    final, so the learner's runs can start on them while YAML is still being imported."""
     if count < MIN_COUNT:
         raise ValueError(f"count must be at least {MIN_COUNT} to cover every feature, got {count}")
     rng = random.Random(seed)
     builders = list(_CORE) + [rng.choice(_CORE) for _ in range(count - MIN_COUNT)]
     rng.shuffle(builders)
-    cases: list[Case] = []
+    out: list[_Draft] = []
     seen: Counter[str] = Counter()
     for build in builders:
         draft = build(rng)
+        seen[draft.name] += 1
+        if seen[draft.name] > 1:
+            draft.name = f"{draft.name}-{seen[draft.name]}"
+        out.append(draft)
+    return out
+
+
+def judged(drafts: list[_Draft]) -> list[Case]:
+    """Cases whose expectations are the oracle's (never the generator's own idea of them)."""
+    cases: list[Case] = []
+    for draft in drafts:
         docs = _load_all(draft.manifest)
         verdict = _verdict_of(docs)
         # Either mismatch is a generator bug, never the learner's fault: refuse to hand it out.
@@ -603,11 +620,9 @@ def generate(seed: int, count: int = MIN_COUNT) -> list[Case]:
                 f"generator/oracle disagree on {draft.name}: over {draft.intended_over} vs "
                 f"{verdict.over}, documents {draft.n_docs} vs {len(docs)}\n{draft.manifest}"
             )
-        seen[draft.name] += 1
-        name = draft.name if seen[draft.name] == 1 else f"{draft.name}-{seen[draft.name]}"
         cases.append(
             Case(
-                name=name,
+                name=draft.name,
                 manifest=draft.manifest,
                 expect_rc=verdict.rc,
                 expect_over=verdict.over,

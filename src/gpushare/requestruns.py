@@ -1,11 +1,11 @@
 """Runs of the learner's ``bin/check-request.sh`` on the sample and the unseen cases.
 
 The learner's runs are most of a grade's time (each one starts the learner's interpreter), so
-they start first and run in the background while everything else is read and checked. The
-three samples start before the cases are even generated: starting them needs only the sandbox,
-not YAML. Each run is in the sandbox (time limit, output cap, every process ended afterwards),
-and one sandbox supervisor serves all the runs of a grade, so a run costs the learner's own
-program and not also a Python start-up of ours.
+they start first and run in the background while everything else is read and checked. They
+start before YAML is even imported: the oracle judges the cases while the runs go on. Each run
+is in the sandbox (time limit, output cap, every process ended afterwards), and one sandbox
+supervisor serves all the runs of a grade, so a run costs the learner's own program and not
+also a Python start-up of ours.
 
 Each manifest is written to a private temporary directory, never into the learner's work
 directory, and passed as the script's only argument. Judging happens when a check asks.
@@ -143,6 +143,11 @@ class RequestRuns:
         return runs
 
     def _start(self, samples_dir: Path) -> None:
+        from gpushare import requestcases  # YAML only when the oracle judges, below
+
+        if requestcases.MIN_COUNT != GENERATED:
+            raise AssertionError("requestruns.GENERATED must be requestcases.MIN_COUNT")
+        drafts = requestcases.drafts(self.seed, GENERATED)
         if self.command is not None:
             # Started here, in the caller's thread: the supervisor ends with the thread that
             # started it.
@@ -154,15 +159,11 @@ class RequestRuns:
                 path = samples_dir / f"{stem}.yaml"
                 with open(path, "rb") as fh:  # a missing sample is the grader's fault: raise
                     self._submit(f"sample-{stem}", fh.read())
-        from gpushare import requestcases  # YAML and the generator, while the samples run
-
-        if requestcases.MIN_COUNT != GENERATED:
-            raise AssertionError("requestruns.GENERATED must be requestcases.MIN_COUNT")
+            for draft in drafts:
+                self._submit(draft.name, draft.manifest.encode("utf-8"))
+        # The oracle's expectations, while the runs go on.
         self.samples = requestcases.sample_cases(samples_dir)
-        self.generated = requestcases.generate(self.seed, GENERATED)
-        if self.command is not None:
-            for case in self.generated:
-                self._submit(case.name, case.manifest.encode("utf-8"))
+        self.generated = requestcases.judged(drafts)
 
     def _submit(self, name: str, manifest: bytes) -> None:
         """Start the run of case ``name`` now, from this thread; a thread collects it."""

@@ -65,6 +65,8 @@ _READ_CHUNK = 64 * 1024
 _STATUS_CAP = 4096
 # How long closing a Supervisor waits for the master (and any reaper still cleaning up).
 _MASTER_EXIT_S = 5.0
+# Descriptors a forked master closes: all of ours above stdin, stdout and stderr.
+_MAX_FD = os.sysconf("SC_OPEN_MAX")
 
 
 class RunResult(Record):
@@ -148,11 +150,43 @@ def check_runnable(path: Path) -> str | None:
 
 
 class _Master:
-    """The master process, started with ``posix_spawn``: ``subprocess`` would be one more import
-    before the learner's runs can start. Its stdin is the request socket, stdout /dev/null;
-    every other descriptor of ours is close-on-exec (PEP 446), so none leaks into it."""
+    """The master process. Forked from the grader when the grader has no other thread (the
+    usual case: `gpushare grade` starts it first thing), else spawned as a fresh interpreter.
 
-    def __init__(self, sock_fd: int) -> None:
+    A fork is ready at once and costs about a millisecond; a fresh ``python -I -S`` costs some
+    30 ms of CPU before the first run can start, on the two cores the runs need. Forking a
+    process that has other threads is unsafe (a lock held by another thread stays locked in the
+    child), hence the fallback, started with ``posix_spawn`` rather than ``subprocess`` (one
+    import fewer before the runs). Either way the master's stdin is the request socket, its
+    stdout /dev/null, its stderr ours (for a bug's traceback), and it holds nothing else of ours.
+    """
+
+    def __init__(self, sock_fd: int, start: str = "auto") -> None:
+        if start == "auto":
+            start = "fork" if threading.active_count() == 1 else "spawn"
+        self.how = start
+        self.pid = self._fork(sock_fd) if start == "fork" else self._spawn(sock_fd)
+        self.returncode: int | None = None
+
+    @staticmethod
+    def _fork(sock_fd: int) -> int:
+        grader = os.getpid()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the master, covered through the runs it serves
+            try:
+                os.dup2(sock_fd, 0)
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, 1)
+                os.closerange(3, _MAX_FD)  # the grader's files, sockets and pipes
+                from gpushare.reaper import main
+
+                main(grader)  # never returns
+            finally:
+                os._exit(1)
+        return pid
+
+    @staticmethod
+    def _spawn(sock_fd: int) -> int:
         argv = [
             sys.executable,
             "-I",  # isolated: no PYTHON* variables, no user site, no cwd on the path
@@ -162,7 +196,8 @@ class _Master:
             _PACKAGE_ROOT,
             str(os.getpid()),
         ]
-        self.pid = os.posix_spawn(
+        # Every other descriptor of ours is close-on-exec (PEP 446): none leaks into it.
+        return os.posix_spawn(
             sys.executable,
             argv,
             os.environ,
@@ -171,7 +206,6 @@ class _Master:
                 (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
             ],
         )
-        self.returncode: int | None = None
 
     def poll(self) -> int | None:
         if self.returncode is None:
@@ -205,12 +239,16 @@ class Supervisor:
     :meth:`close`, which also ends runs still going.
     """
 
-    def __init__(self) -> None:
-        if not sys.executable:
+    def __init__(self, *, start: str = "auto") -> None:
+        """``start``: how to start the master, ``fork``, ``spawn`` or ``auto`` (fork when this
+        process has no other thread); tests use the first two."""
+        if start not in ("auto", "fork", "spawn"):
+            raise ValueError(f"start must be auto, fork or spawn, not {start!r}")
+        if start != "fork" and not sys.executable:
             raise SandboxError("no Python interpreter path (sys.executable) to run the supervisor")
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            self._proc = _Master(theirs.fileno())
+            self._proc = _Master(theirs.fileno(), start)
         except BaseException:
             ours.close()
             raise
