@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gpushare import messages
 from gpushare.requestcases import (
     MIN_COUNT,
     REASONS,
@@ -290,7 +291,13 @@ def test_generated_cases_cover_every_feature_on_every_seed() -> None:
             assert case.expect_over == tuple(mine), (seed, case.name)
             assert case.expect_rc == (1 if mine else 0)
             assert case.name and DNS_LABEL.fullmatch(case.name), case.name
-            assert case.description and case.description.isascii()
+            # Described in every language: English plain ASCII, Chinese and Korean translated.
+            english = messages.render_value(case.description, "en")
+            assert english and english.isascii(), english
+            for name, _count in case.expect_over:  # a missed line can be looked up
+                assert name in english
+            assert re.search(r"[\u4e00-\u9fff]", messages.render_value(case.description, "zh"))
+            assert re.search(r"[\uac00-\ud7a3]", messages.render_value(case.description, "ko"))
             assert "initContainers" not in case.manifest
             names = [c["name"] for _, _, c in conts]
             names += [x["metadata"]["name"] for x in docs if isinstance(x, dict)]

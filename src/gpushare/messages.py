@@ -103,6 +103,8 @@ def render_value(value: Any, lang: str) -> str:
 
     if value is None:
         return ""
+    if isinstance(value, list | tuple):  # a list of values, in the language's way of listing
+        return label("list_sep", lang).join(render_value(v, lang) for v in value)
     if isinstance(value, T):
         template = catalog(lang)["values"].get(value.key) or catalog("en")["values"].get(
             value.key, value.key

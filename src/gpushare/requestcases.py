@@ -39,6 +39,7 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+from gpushare.checks import T
 from gpushare.records import Record
 
 GPU_KEY = "nvidia.com/gpu"
@@ -159,7 +160,8 @@ class Case(Record):
     """One manifest to run the learner's script on, with what a correct script does.
 
     ``expect_over`` empty means the script must print ``OK`` (and ``expect_rc`` is 0).
-    Treated as immutable (it is hashable).
+    ``description`` says what the manifest holds, as a translatable value: the learner reads it
+    in their language next to the expected and the found output.
     """
 
     __slots__ = ("description", "expect_over", "expect_rc", "manifest", "name")
@@ -170,19 +172,17 @@ class Case(Record):
         manifest: str,
         expect_rc: int,
         expect_over: OverEntries,
-        description: str,
+        description: T,
     ) -> None:
         self.name, self.manifest, self.description = name, manifest, description
         self.expect_rc, self.expect_over = expect_rc, expect_over
 
-    def __hash__(self) -> int:
-        return hash(self._values())
 
-
+# What each sample is, in the learner's language (catalog keys under [values]).
 _SAMPLE_DESCRIPTIONS = {
-    "over": "sample: one container asking 2 GPUs in limits",
-    "one": "sample: one container asking exactly 1 GPU in limits and requests (passes)",
-    "none": "sample: a CPU-only Pod with no GPU request at all (passes)",
+    "over": T("case_sample_over"),
+    "one": T("case_sample_one"),
+    "none": T("case_sample_none"),
 }
 
 
@@ -300,7 +300,7 @@ class _Draft(Record):
         name: str,
         manifest: str,
         intended_over: OverEntries,
-        description: str,
+        description: T,
         n_docs: int = 1,  # how many YAML documents (empty ones included) the text must hold
     ) -> None:
         self.name, self.manifest, self.description = name, manifest, description
@@ -439,20 +439,33 @@ def _over_count(rng: random.Random) -> int:
     return rng.randint(2, 8)
 
 
+_FILLER_KINDS = {"ConfigMap": "kind_configmap", "ServiceAccount": "kind_serviceaccount"}
+
+
 def _over(containers: list[_Container]) -> OverEntries:
     return tuple((c.name, c.gpus) for c in containers if c.gpus > 1)
 
 
-def _where_phrase(c: _Container) -> str:
+def _where(c: _Container) -> T:
     if c.gpu_limits is not None and c.gpu_requests is not None:
-        return "limits and requests"
-    return "limits only" if c.gpu_limits is not None else "requests only"
+        return T("where_both")
+    return T("where_limits") if c.gpu_limits is not None else T("where_requests")
 
 
-def _describe(c: _Container) -> str:
+def _describe(c: _Container) -> T:
+    """One container, for the learner: its name, GPUs, where they are asked, how written."""
     if c.gpus == 0:
-        return f"{c.name}: no GPU"
-    return f"{c.name}: {c.gpus} GPU{'s' if c.gpus > 1 else ''} in {_where_phrase(c)}"
+        if c.cpu is not None and c.memory is not None:
+            return T("container_cpu_only", name=c.name)
+        return T("container_no_gpu", name=c.name)
+    if c.gpus == 1:
+        return T("container_one_gpu", name=c.name, where=_where(c))
+    if c.quote != "plain":
+        written = _quantity(c.gpus, c.quote)
+        return T(
+            "container_gpus_quoted", name=c.name, count=c.gpus, where=_where(c), written=written
+        )
+    return T("container_gpus", name=c.name, count=c.gpus, where=_where(c))
 
 
 def _over_pod_containers(rng: random.Random, names: _Names) -> list[_Container]:
@@ -489,31 +502,22 @@ def _build_over(rng: random.Random) -> _Draft:
     filler_at = rng.choice([i for i in range(n_docs) if i != over_at])
     filler_kind = rng.choice(("ConfigMap", "ServiceAccount", "empty", "comment"))
     docs: list[str] = []
-    kinds: list[str] = []
+    kinds: list[T] = []
     over: OverEntries = ()
-    over_phrase = ""
+    containers: list[_Container] = []
     for i in range(n_docs):
         if i == over_at:
             containers = _over_pod_containers(rng, names)
             docs.append(_render_pod(names.new(_POD_PREFIXES), containers))
-            kinds.append("Pod")
+            kinds.append(T("kind_pod"))
             over = _over(containers)
-            over_phrase = "; ".join(
-                _describe(c)
-                + (
-                    f", written {_quantity(c.gpus, c.quote)}"
-                    if c.gpus > 1 and c.quote != "plain"
-                    else ""
-                )
-                for c in containers
-            )
         elif i == filler_at:
             docs.append(_render_filler(filler_kind, names))
-            kinds.append(filler_kind if filler_kind in ("ConfigMap", "ServiceAccount") else "empty")
+            kinds.append(T(_FILLER_KINDS.get(filler_kind, "kind_empty")))
         else:
             c = _harmless_container(rng, names)
             docs.append(_render_pod(names.new(_POD_PREFIXES), [c]))
-            kinds.append("Pod with 1 GPU" if c.gpus == 1 else "Pod without GPU")
+            kinds.append(T("kind_pod_one_gpu" if c.gpus == 1 else "kind_pod_no_gpu"))
     text = "---\n".join(docs)
     # A leading "---" is optional, except before an empty or comment-only first document:
     # without it the first marker would merely open the next document and the empty one
@@ -525,10 +529,13 @@ def _build_over(rng: random.Random) -> _Draft:
         manifest=text,
         intended_over=over,
         n_docs=n_docs,
-        description=(
-            f"{n_docs} YAML documents ({', '.join(kinds)}); "
-            f"the Pod in document {over_at + 1} has {len(containers)} containers "
-            f"({over_phrase})"
+        description=T(
+            "case_over",
+            docs=n_docs,
+            kinds=kinds,
+            doc=over_at + 1,
+            count=len(containers),
+            containers=[_describe(c) for c in containers],
         ),
     )
 
@@ -551,20 +558,19 @@ def _build_passing(rng: random.Random) -> _Draft:
         pods = [ones, [cpu_only]]
         text = "---\n".join(_render_pod(names.new(_POD_PREFIXES), p) for p in pods)
         name, n_docs = f"passes-2-pods-{len(ones) + 1}-containers", 2
-        shape = "two Pods"
+        shape = "case_passes_two_pods"
     else:
         containers = [*ones, cpu_only]
         rng.shuffle(containers)
         text = _render_pod(names.new(_POD_PREFIXES), containers)
         name, n_docs = f"passes-{len(containers)}-containers", 1
-        shape = "one Pod"
-    described = "; ".join(_describe(c) for c in [*ones, cpu_only])
+        shape = "case_passes_one_pod"
     return _Draft(
         name=name,
         manifest=text,
         intended_over=(),
         n_docs=n_docs,
-        description=f"{shape} ({described}, cpu/memory only); passes",
+        description=T(shape, containers=[_describe(c) for c in [*ones, cpu_only]]),
     )
 
 
