@@ -1,5 +1,5 @@
 """``python -m gpushare`` is the same as the ``gpushare`` console script."""
 
-from gpushare.cli import main
+from gpushare.cli import run
 
-raise SystemExit(main())
+run()
