@@ -167,3 +167,41 @@ def test_nothing_listening_is_unreachable():
     creds = Credentials(server=f"https://127.0.0.1:{port}", ssl_context=None, token=None)
     with pytest.raises(Unreachable):
         Client(creds, timeout=2).get("/version")
+
+
+def test_a_hung_apiserver_costs_the_cluster_read_one_timeout():
+    """The read is sequential: after one query times out the others fail at once, so a hung
+    apiserver costs one timeout, not one per query (counted as connections, not timed)."""
+    from gpushare.labstate import LabState
+
+    accepted: list[socket.socket] = []
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    listener.settimeout(0.2)
+    stop = threading.Event()
+
+    def accept_and_hang() -> None:
+        while not stop.is_set():
+            try:
+                accepted.append(listener.accept()[0])  # never answered
+            except OSError:
+                continue
+
+    acceptor = threading.Thread(target=accept_and_hang)
+    acceptor.start()
+    try:
+        creds = Credentials(
+            server=f"http://127.0.0.1:{listener.getsockname()[1]}", ssl_context=None, token=None
+        )
+        state = LabState(Client(creds, timeout=0.5)).start()
+        errors = {key: state.get(key).error for key in LabState.QUERIES}
+        state.close()
+    finally:
+        stop.set()
+        acceptor.join()
+        for conn in accepted:
+            conn.close()
+        listener.close()
+    assert all(errors.values()), errors
+    assert len(accepted) == 1
