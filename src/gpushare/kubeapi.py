@@ -183,7 +183,9 @@ class _Connection:
         self.reader.close()
         self.sock.close()
 
-    def exchange(self, method: str, target: str, headers: dict[str, str], body: bytes | None):
+    def exchange(
+        self, method: str, target: str, headers: dict[str, str], body: bytes | None
+    ) -> tuple[int, str, bytes, bool]:
         """Send one request, return (status, reason, body, keep_alive)."""
         lines = [f"{method} {target} HTTP/1.1", f"Host: {self.host}"]
         lines += [f"{k}: {v}" for k, v in headers.items()]
