@@ -10,6 +10,8 @@ than on a translation.
 
 from __future__ import annotations
 
+from gpushare.records import Record
+
 # Neither ``typing`` nor ``dataclasses`` at run time: every grade imports this module, and those
 # two (with ``inspect``) cost some 30 ms of a grade that has half a second.
 TYPE_CHECKING = False
@@ -20,7 +22,7 @@ if TYPE_CHECKING:
     F = TypeVar("F", bound=Callable[..., Any])
 
 
-class T:
+class T(Record):
     """A translatable value: a catalog key under ``[values]`` and its parameters."""
 
     __slots__ = ("key", "params")
@@ -28,14 +30,6 @@ class T:
     def __init__(self, key: str, /, **params: Any) -> None:
         self.key = key
         self.params = params
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, T) and (self.key, self.params) == (other.key, other.params)
-
-    __hash__ = None  # type: ignore[assignment]  # params is a dict: like the dataclass it was
-
-    def __repr__(self) -> str:
-        return f"T(key={self.key!r}, params={self.params!r})"
 
 
 Value = str | int | T | None

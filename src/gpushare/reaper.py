@@ -1,11 +1,11 @@
 """The supervisor process of :mod:`gpushare.sandbox`: the master and its per-run reapers.
 
-Runs as its own small Python process (``python -I -S``, started by
-:class:`gpushare.sandbox.Supervisor`), so it imports nothing but small stdlib modules:
-``dataclasses``, ``pathlib`` and ``subprocess`` alone would cost tens of milliseconds on a slow
-machine. It is imported as a module, not run as a script, so its bytecode is cached like any
-module's (a script is compiled from source at every start). See :mod:`gpushare.sandbox` for
-the design.
+:class:`gpushare.sandbox.Supervisor` forks the master from a single-threaded grader, or else
+starts it as a fresh ``python -I -S``. For that second way this module imports nothing but
+small stdlib modules (``dataclasses``, ``pathlib`` and ``subprocess`` alone would cost tens of
+milliseconds on a slow machine), and it is imported as a module, not run as a script, so its
+bytecode is cached like any module's (a script is compiled from source at every start). See
+:mod:`gpushare.sandbox` for the design.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ import time
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
-_PR_GET_CHILD_SUBREAPER = 37
 _ABORT_SIGNALS = (_signal.SIGTERM, _signal.SIGHUP, _signal.SIGINT)
 # Give up on processes that ignore SIGKILL (stuck in uninterruptible sleep) after this long; the
 # kernel still delivers the pending SIGKILL once they wake up.

@@ -6,10 +6,10 @@ hang, flood its output, or leave processes behind — including daemons that dou
 would outlive the grading run, hold our pipes open (so reading the output would never finish) and
 pile up on a shared machine.
 
-Design: the grader never runs the script directly. A :class:`Supervisor` starts one small
-helper process for all the runs of a grade, :mod:`gpushare.reaper` run by ``python -I -S`` (the
-*master*), and hands it each run through a socket, the run's pipes included. For each run
-the master forks a *reaper*, which
+Design: the grader never runs the script directly. A :class:`Supervisor` starts one helper
+process for all the runs of a grade, the *master* (:mod:`gpushare.reaper`, forked from the
+grader when that is safe, else a fresh ``python -I -S``), and hands it each run through a
+socket, the run's pipes included. For each run the master forks a *reaper*, which
 
 * marks itself a *child subreaper* (``prctl(PR_SET_CHILD_SUBREAPER)``), so every orphan in the
   script's tree — double-forked daemons included — is re-parented to it rather than to init, and
@@ -313,15 +313,13 @@ class Supervisor:
                 if self._closed:
                     raise SandboxError("the sandbox supervisor is closed")
                 socket.send_fds(self._sock, [request], [ctl_r, out_w, err_w, st_w])
-        except OSError as exc:
+        except BaseException as exc:
             for fd in ours:
                 os.close(fd)
-            raise SandboxError(
-                f"the sandbox supervisor is gone (exit status {self._proc.poll()}): {exc}"
-            ) from None
-        except BaseException:
-            for fd in ours:
-                os.close(fd)
+            if isinstance(exc, OSError):
+                raise SandboxError(
+                    f"the sandbox supervisor is gone (exit status {self._proc.poll()}): {exc}"
+                ) from None
             raise
         finally:
             for fd in (out_w, err_w, st_w, ctl_r):
