@@ -7,10 +7,11 @@ from gpushare.lab_rules import (
     dig,
     find_object,
     objects_of,
+    show_yaml,
     where_cm,
 )
 from gpushare.labstate import CONFIGMAP_NAME, CONFIGMAP_NS, GPU
-from gpushare.workdir import load_yaml_text
+from gpushare.workdir import load_yaml_text, yaml_kind
 
 FILE = "k8s/device-plugin-configs.yaml"
 
@@ -22,8 +23,8 @@ def test_1_1_namespaces_exist(lab):
     if missing:
         found = [ns for ns in ("gpu-share", "team-a") if ns in present]
         fail(
-            expected="gpu-share, team-a",
-            found=", ".join(found) if found else T("none"),
+            expected=("gpu-share", "team-a"),
+            found=tuple(found) if found else T("none"),
             where=T("cluster_namespaces"),
         )
 
@@ -39,7 +40,7 @@ def test_1_2_file_describes_the_configmap(lab, work):
         if not isinstance(data.get(key), str):
             fail(
                 expected=T("key_string", key=key),
-                found=T("absent") if key not in data else type(data[key]).__name__,
+                found=T("absent") if key not in data else yaml_kind(data[key]),
                 where=f"{FILE}:{data.line_of(key)}",
             )
     cm = lab.configmap()
@@ -47,8 +48,9 @@ def test_1_2_file_describes_the_configmap(lab, work):
         fail(expected=T("applied_to_cluster"), found=T("absent"), where=where_cm())
     cluster_data = cm.get("data") or {}
     for key in ("default", "shared"):
-        mine = load_yaml_text(data[key], f"{FILE}: data.{key}", data.line_of(key) + 1)
-        theirs = load_yaml_text(cluster_data.get(key) or "", where_cm(key))
+        # the value starts on the line after its key (``shared: |-``): lines are the file's
+        mine = load_yaml_text(data[key], FILE, data.line_of(key) + 1)
+        theirs = load_yaml_text(cluster_data.get(key) or "", key)
         if isinstance(mine, list) and mine == theirs:
             continue
         if not isinstance(mine, list):
@@ -79,7 +81,9 @@ def test_1_4_shared_refuses_multi_slice_requests(lab):
     if value is not True:
         fail(
             expected="failRequestsGreaterThanOne: true",
-            found=T("absent") if value is None else repr(value),
+            found=T("absent")
+            if value is None
+            else f"failRequestsGreaterThanOne: {show_yaml(value)}",
             where=where_cm("shared", ts.line_of("failRequestsGreaterThanOne")),
         )
 
@@ -93,11 +97,11 @@ def test_1_5_shared_time_slices_gpu_four_ways(lab):
         fail(
             expected="sharing.timeSlicing.resources[0]", found=T("absent"), where=where_cm("shared")
         )
-    found = f"name: {first.get('name')!r}, replicas: {first.get('replicas')!r}"
+    found = f"name: {show_yaml(first.get('name'))}, replicas: {show_yaml(first.get('replicas'))}"
     replicas = first.get("replicas")
     if first.get("name") != GPU or replicas != 4 or isinstance(replicas, bool):
         fail(
-            expected=f"name: {GPU!r}, replicas: 4",
+            expected=f"name: {GPU}, replicas: 4",
             found=found,
             where=where_cm("shared", first.line),
         )

@@ -5,7 +5,7 @@ unseen cases generated from the run's seed, which the results record.
 """
 
 from gpushare.checks import T, check, fail
-from gpushare.requestruns import SCRIPT, TIMEOUT_S
+from gpushare.requestruns import SCRIPT, TIMEOUT_S, stderr_tail
 
 
 def _script_ok(runs, strict=False):
@@ -15,17 +15,29 @@ def _script_ok(runs, strict=False):
 
 
 def _output(run):
+    """What the script did: exit status, stdout, and the end of its stderr when it wrote any.
+
+    A crashing script's traceback is on stderr: without it the learner sees only "exit code
+    1" and cannot tell a wrong answer from a program that never got to answer.
+    """
     if run.result is None:
-        return T("script_not_run", error=run.error or "?")
+        return T("script_not_run", error=run.error) if run.error else T("script_reason_not_run")
     if run.reason == "timeout":
         return T("script_timeout", seconds=int(TIMEOUT_S))
     text = " | ".join(ln.strip() for ln in run.result.stdout.splitlines() if ln.strip())
-    return T("script_run", rc=run.result.returncode, output=text[:200] or "-")
+    output = text[:200] if text else T("script_no_output")
+    rc = run.result.returncode
+    status = T("script_signal", signal=-rc) if rc is not None and rc < 0 else T("script_rc", rc=rc)
+    stderr = stderr_tail(run.result.stderr)
+    if stderr:  # on lines of its own, indented under the sentence that introduces it
+        stderr = "\n".join("  " + line for line in stderr.splitlines())
+        return T("script_run_stderr", status=status, output=output, stderr=stderr)
+    return T("script_run", status=status, output=output)
 
 
 def _expected(case):
     lines = [f"OVER={n}={c}" for n, c in case.expect_over] or ["OK"]
-    return T("script_expect", rc=case.expect_rc, output=" | ".join(lines))
+    return T("script_run", status=T("script_rc", rc=case.expect_rc), output=" | ".join(lines))
 
 
 def _sample(runs, stem):

@@ -1,7 +1,14 @@
 """Step 7: a third way (MPS) in the same ConfigMap, and the isolation table."""
 
 from gpushare.checks import T, check, fail
-from gpushare.lab_rules import ISOLATION, ISOLATION_VALUES, device_plugin_config, dig, where_cm
+from gpushare.lab_rules import (
+    ISOLATION,
+    ISOLATION_VALUES,
+    device_plugin_config,
+    dig,
+    show_yaml,
+    where_cm,
+)
 from gpushare.labstate import GPU
 from gpushare.workdir import FileProblem
 
@@ -24,8 +31,8 @@ def test_7_1_mps_config(lab):
     replicas = first.get("replicas")
     if first.get("name") != GPU or replicas != 4 or isinstance(replicas, bool):
         fail(
-            expected=f"name: {GPU!r}, replicas: 4",
-            found=f"name: {first.get('name')!r}, replicas: {replicas!r}",
+            expected=f"name: {GPU}, replicas: 4",
+            found=f"name: {show_yaml(first.get('name'))}, replicas: {show_yaml(replicas)}",
             where=where_cm("mps", first.line),
         )
     for key in ("default", "shared"):  # adding mps must not lose the first two
@@ -39,6 +46,13 @@ def _table(work):
     return table
 
 
+def _answer(value):
+    """The table's value as an answer: ``Yes``, `` no `` or ``"partial"`` read as written
+    meant; None when it is none of yes, no, partial."""
+    word = value.strip().strip("\"'").strip().lower()
+    return word if word in ISOLATION_VALUES else None
+
+
 @check("7.2", 2)
 def test_7_2_isolation_table_format(work):
     table = _table(work)
@@ -46,38 +60,42 @@ def test_7_2_isolation_table_format(work):
     extra = [k for k in table if k not in ISOLATION]
     if missing or extra:
         fail(
-            expected=T("keys_exactly", keys=", ".join(ISOLATION)),
+            expected=T("keys_exactly", keys=tuple(ISOLATION)),
             found=T(
                 "keys_missing_extra",
-                missing=", ".join(missing) or "-",
-                extra=", ".join(extra) or "-",
+                missing=tuple(missing) or T("none"),
+                extra=tuple(extra) or T("none"),
             ),
             where=f"{FILE}:{table[extra[0]][1]}" if extra else FILE,
         )
     for key, (value, line) in table.items():
         if value not in ISOLATION_VALUES:
             fail(
-                expected=T("one_of", values=", ".join(ISOLATION_VALUES)),
-                found=f"{key}={value}",
+                expected=T("one_of", values=ISOLATION_VALUES),
+                found=f"{key}={value}" if value else T("key_empty", key=key),
                 where=f"{FILE}:{line}",
             )
 
 
 @check("7.3", 4)
 def test_7_3_isolation_table_values(work):
+    """Every answer right. A value 7.2 already charged for its form (``Yes``, ``"no"``) is
+    judged here by what it means, so one slip of form costs one check, not two; a value that
+    means nothing (``maybe``) or a missing key cannot be judged right, and is listed apart
+    from the wrong answers, pointing at 7.2."""
     table = _table(work)
-    wrong = [(k, table[k]) for k in ISOLATION if k in table and table[k][0] != ISOLATION[k]]
-    missing = [k for k in ISOLATION if k not in table]
-    if wrong or missing:
-        right = len(ISOLATION) - len(wrong) - len(missing)
+    answers = {k: _answer(table[k][0]) for k in ISOLATION if k in table}
+    wrong = [k for k, a in answers.items() if a is not None and a != ISOLATION[k]]
+    unjudged = [k for k in ISOLATION if answers.get(k) is None]
+    if wrong or unjudged:
+        right = len(ISOLATION) - len(wrong) - len(unjudged)
+        found = [T("right_of", right=right, count=len(ISOLATION))]
+        if wrong:  # only what was written: the right value is never shown
+            found.append(T("wrong_answers", answers=tuple(f"{k}={table[k][0]}" for k in wrong)))
+        if unjudged:
+            found.append(T("unread_answers", keys=tuple(unjudged)))
         fail(
             expected=T("all_correct", count=len(ISOLATION)),
-            found=T(
-                "some_correct",
-                right=right,
-                count=len(ISOLATION),
-                # a missing key shows as KEY=? (the right value is never shown)
-                wrong=", ".join([f"{k}={v}" for k, (v, _) in wrong] + [f"{k}=?" for k in missing]),
-            ),
-            where=f"{FILE}:{wrong[0][1][1]}" if wrong else FILE,
+            found=found,
+            where=f"{FILE}:{table[wrong[0]][1]}" if wrong else FILE,
         )

@@ -1,7 +1,7 @@
 """Step 8: each workload on the node that suits it, chosen by labels, recorded truthfully."""
 
 from gpushare.checks import T, check, fail
-from gpushare.lab_rules import PLACEMENT, find_object, lab_node_labels, line_of, objects_of
+from gpushare.lab_rules import PLACEMENT, dig, find_object, lab_node_labels, line_of, objects_of
 from gpushare.labstate import (
     GPU,
     MIG_PREFIX,
@@ -24,7 +24,8 @@ def _resource_problem(pod):
     if name == "prod-inference":
         mig = sorted(r for r in pod_resources(pod) if str(r).startswith(MIG_PREFIX))
         if not mig or GPU in pod_resources(pod):
-            return T("mig_resource"), ", ".join(sorted(map(str, pod_resources(pod)))) or "-"
+            asked = tuple(sorted(map(str, pod_resources(pod))))
+            return T("mig_resource"), asked or T("no_resource_request")
         return None
     total = requested(pod, GPU)
     if total != 1:
@@ -56,11 +57,37 @@ def test_8_1_placement_file(lab, work):
         if selects_by_label(pod, {}) is None or chosen != [PLACEMENT[name]]:
             fail(
                 expected=T("selects_only", node=PLACEMENT[name]),
-                found=T("selects_nodes", nodes=", ".join(chosen) or "-")
-                if selects_by_label(pod, {}) is not None
-                else T("no_label_condition"),
+                found=_selection(pod, chosen),
                 where=line_of(pod, FILE, "spec"),
             )
+
+
+HOSTNAME = "kubernetes.io/hostname"
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+
+
+def _selection(pod, chosen):
+    """What the pod's label condition selects among the lab's labels of steps 2 and 3.
+
+    A hostname selector selects none of them: ``kubernetes.io/hostname`` is the node's name
+    written as a label (the kubelet sets it), which is the pinning this step rules out.
+    """
+    if selects_by_label(pod, {}) is None:
+        return T("no_label_condition")
+    if chosen:
+        return T("selects_nodes", nodes=tuple(chosen))
+    spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
+    selector = spec.get("nodeSelector")
+    keys = {str(k) for k in selector} if isinstance(selector, dict) else set()
+    affinity = dig(spec, "affinity", "nodeAffinity", REQUIRED, "nodeSelectorTerms")
+    for term in affinity if isinstance(affinity, list) else []:
+        exprs = term.get("matchExpressions") if isinstance(term, dict) else None
+        for e in exprs if isinstance(exprs, list) else []:
+            if isinstance(e, dict):
+                keys.add(str(e.get("key")))
+    if HOSTNAME in keys:
+        return T("selects_by_hostname", label=HOSTNAME)
+    return T("selects_no_lab_node")
 
 
 @check("8.2", 4)
@@ -95,7 +122,7 @@ def test_8_3_placement_record_matches_reality(lab, work):
     for name in PODS:
         real = ((pods.get(name) or {}).get("spec") or {}).get("nodeName")
         if name not in table:
-            fail(expected=f"{name}=<node>", found=T("absent"), where=OUT)
+            fail(expected=T("placement_line", pod=name), found=T("absent"), where=OUT)
         written, line = table[name]
         if not real:
             fail(
@@ -112,7 +139,7 @@ def test_8_3_placement_record_matches_reality(lab, work):
     extra = [k for k in table if k not in PODS]
     if extra:
         fail(
-            expected=T("keys_exactly", keys=", ".join(PODS)),
-            found=T("keys_missing_extra", missing="-", extra=", ".join(extra)),
+            expected=T("keys_exactly", keys=PODS),
+            found=T("keys_extra", extra=tuple(extra)),
             where=f"{OUT}:{table[extra[0]][1]}",
         )

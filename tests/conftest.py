@@ -1,9 +1,11 @@
 """Fixtures of the project's own tests: one real kwok lab for the whole session.
 
-Tests run against a dedicated cluster (``$GPUSHARE_TEST_CLUSTER``, default ``gpushare-test``)
-so a developer's own lab is never reset by them. It is created once, put back to the fresh
-state with ``reset`` between cases, and deleted at the end (``GPUSHARE_TEST_KEEP=1`` keeps it
-for the next run, which then starts in about a second).
+Each run has a lab of its own (``gpushare-test-<pid>-<random>``, or ``$GPUSHARE_TEST_CLUSTER``),
+so a developer's own lab is never reset by the tests, and two checkouts, CI (``gpushare-ci``)
+and a learner's lab run side by side. The lab is created once, put back to the fresh state with
+``reset`` between cases, and always deleted at the end, unless ``GPUSHARE_TEST_KEEP=1``: then
+``GPUSHARE_TEST_CLUSTER=mine GPUSHARE_TEST_KEEP=1 make test`` reuses it next time (about a
+second to start instead of several).
 """
 
 from __future__ import annotations
@@ -22,10 +24,13 @@ from tests.helpers import TEST_CLUSTER, LabState
 
 @pytest.fixture(scope="session")
 def lab() -> Any:
-    lab = cluster.up(TEST_CLUSTER)
-    yield lab
-    if not os.environ.get("GPUSHARE_TEST_KEEP"):
-        cluster.down(TEST_CLUSTER)
+    try:
+        yield cluster.up(TEST_CLUSTER)  # a failed create leaves nothing behind
+    finally:
+        if os.environ.get("GPUSHARE_TEST_KEEP", "") not in ("", "0"):
+            print(f"\nkept the test lab: GPUSHARE_TEST_CLUSTER={TEST_CLUSTER}")
+        else:
+            cluster.down(TEST_CLUSTER)
 
 
 @pytest.fixture(scope="session")
@@ -48,3 +53,18 @@ def copy_workdir(tmp_path: Path):
         return dst
 
     return make
+
+
+LAB_FIXTURES = {"lab", "client", "state"}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "lab: needs a real kwok lab (the full tier only)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests that take the lab's fixtures are of the full tier (marked ``lab``);
+    ``make test-fast`` runs the rest (``-m "not lab"``): no control plane at all."""
+    for item in items:
+        if LAB_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.lab)

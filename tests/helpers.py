@@ -14,7 +14,23 @@ from typing import Any
 from gpushare import binaries, cluster, solve
 
 ROOT = Path(__file__).resolve().parents[1]
-TEST_CLUSTER = os.environ.get("GPUSHARE_TEST_CLUSTER", "gpushare-test")
+
+
+def discovered_checks() -> dict[str, int]:
+    """Every check of graders/ and its points: what a grade must hold, never listed by hand."""
+    from gpushare import runner
+    from gpushare.locations import graders_dir
+
+    return {c.meta["number"]: c.meta["points"] for c in runner.load_checks(graders_dir())}
+
+
+ALL_CHECKS = set(discovered_checks())
+MAX_SCORE = sum(discovered_checks().values())
+# A lab of this run's own (pid + random), so two checkouts, CI and a learner's lab can run tests
+# at the same time; GPUSHARE_TEST_CLUSTER names one to reuse (with GPUSHARE_TEST_KEEP=1).
+TEST_CLUSTER = os.environ.get("GPUSHARE_TEST_CLUSTER") or (
+    f"gpushare-test-{os.getpid()}-{os.urandom(2).hex()}"
+)
 
 
 def kubectl(lab: cluster.Lab, *args: str, check: bool = True, input: str | None = None):
@@ -59,36 +75,71 @@ def run_grade(
     lang: str = "en",
     seed: int = 7,
     timeout: float = 120,
+    offline: bool = True,
 ) -> GradeRun:
-    """``gpushare grade`` as an LMS would run it: a subprocess, results.json read back."""
-    out = tmp_path / f"results-{len(list(tmp_path.glob('results-*.json')))}.json"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gpushare",
-            "grade",
-            "--kubeconfig",
-            str(lab.kubeconfig),
-            "--workdir",
-            str(workdir),
-            "--json",
-            str(out),
-            "--lang",
-            lang,
-            "--seed",
-            str(seed),
-            "--color",
-            "no",
-            *extra,
-        ],
+    """``gpushare grade`` as an LMS would run it: a subprocess, results.json read back.
+
+    With ``offline`` (the default) the same moment is also captured with ``gpushare snapshot``
+    and the snapshot graded with no cluster and no control-plane binaries at all; every
+    verdict and every word of feedback must be the same as the live grade's (issue 9).
+    """
+    n = len(list(tmp_path.glob("results-*.json")))
+    out = tmp_path / f"results-{n}.json"
+    options = ["--json", str(out), "--lang", lang, "--seed", str(seed), "--color", "no"]
+    cluster_args = ["--kubeconfig", str(lab.kubeconfig), "--workdir", str(workdir)]
+    proc = _gpushare("grade", *cluster_args, *options, *extra, timeout=timeout)
+    results = json.loads(out.read_text()) if out.exists() else None
+    run = GradeRun(proc.returncode, proc.stdout, proc.stderr, results)
+    if offline and results is not None:
+        snap = _gpushare("snapshot", *cluster_args, "--out", str(tmp_path / f"snap-{n}"))
+        assert snap.returncode == 0, snap.stderr
+        graded = grade_snapshot(Path(snap.stdout.strip()), tmp_path, *options[2:], *extra)
+        assert graded.rc == run.rc, graded.stderr
+        assert verdicts(graded.results) == verdicts(results)
+    return run
+
+
+def verdicts(results: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """What a grade decided, check by check, with the learner's feedback."""
+    return [(t["number"], t["status"], t.get("score"), t["output"]) for t in results["tests"]]
+
+
+def grade_snapshot(snapshot: Path, tmp_path: Path, *extra: str) -> GradeRun:
+    """``gpushare grade --snapshot`` with no lab and no control-plane binaries reachable: an
+    empty cache folder, and no kubeconfig in the environment."""
+    n = len(list(tmp_path.glob("offline-*.json")))
+    out = tmp_path / f"offline-{n}.json"
+    empty = tmp_path / f"empty-cache-{n}"
+    empty.mkdir()
+    proc = _gpushare(
+        "grade",
+        "--snapshot",
+        str(snapshot),
+        "--json",
+        str(out),
+        "--color",
+        "no",
+        *extra,
+        env={"GPUSHARE_CACHE": str(empty), "GPUSHARE_CLUSTER": "no-such-lab"},
+    )
+    assert not any(empty.iterdir()), "grading a snapshot touched the lab cache"
+    results = json.loads(out.read_text()) if out.exists() else None
+    return GradeRun(proc.returncode, proc.stdout, proc.stderr, results)
+
+
+def _gpushare(
+    *args: str, timeout: float = 120, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    environ = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+    environ.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "gpushare", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
         cwd=ROOT,
+        env=environ,
     )
-    results = json.loads(out.read_text()) if out.exists() else None
-    return GradeRun(proc.returncode, proc.stdout, proc.stderr, results)
 
 
 class LabState:

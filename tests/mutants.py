@@ -11,6 +11,8 @@ File mutants edit a copy of the solved work directory only. Cluster mutants chan
 
 from __future__ import annotations
 
+import os
+import shutil
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -484,3 +486,128 @@ CLUSTER_MUTANTS = [
     ),
     _m("8.2 batch-train running on the shared node", {"8.2"}, cluster=_batch_train_on_shared),
 ]
+
+
+# --- valid alternatives -----------------------------------------------------------------
+
+AFFINITY = """  affinity:
+    nodeAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+        nodeSelectorTerms:
+          - matchExpressions:
+              - key: {key}
+                operator: In
+                values: [{value}]
+"""
+
+
+def _alternative_solutions(dst: Path) -> Path:
+    from gpushare.solve import solutions_dir
+
+    """A copy of solutions/ written the other correct ways a learner may choose."""
+    shutil.copytree(solutions_dir(), dst)
+    k8s = dst / "workdir" / "k8s"
+    # `|` instead of `|-`, and no namespace in the ConfigMap file (applied with -n)
+    edit(k8s / "device-plugin-configs.yaml", ": |-", ": |", count=3)
+    edit(k8s / "device-plugin-configs.yaml", "  namespace: gpu-share\n", "")
+    edit(
+        dst / "solve.sh",
+        "kubectl apply -f k8s/device-plugin-configs.yaml",
+        "kubectl apply -n gpu-share -f k8s/device-plugin-configs.yaml",
+    )
+    # node affinity instead of nodeSelector, quoted quantities, requests and limits both
+    placement = (k8s / "placement.yaml").read_text()
+    for key, value in [
+        ("nvidia.com/mig.strategy", "mixed"),
+        ("nvidia.com/device-plugin.config", "shared"),
+        ("nvidia.com/device-plugin.config", "default"),
+    ]:
+        placement = placement.replace(
+            f"  nodeSelector:\n    {key}: {value}\n",
+            AFFINITY.format(key=key, value=value),
+            1,
+        )
+    placement = placement.replace("nvidia.com/gpu: 1", 'nvidia.com/gpu: "1"')
+    # a kind: List holding the three pods
+    docs = [d.strip() for d in placement.split("---")]
+    items = "\n".join("  - " + "\n    ".join(d.splitlines()) for d in docs)
+    (k8s / "placement.yaml").write_text(f"apiVersion: v1\nkind: List\nitems:\n{items}\n")
+    edit(
+        k8s / "mig-job.yaml",
+        "        limits:\n          nvidia.com/gpu: 1",
+        '        requests:\n          nvidia.com/gpu: "1"\n        limits:\n'
+        '          nvidia.com/gpu: "1"',
+    )
+    # the check script in plain Python instead of bash
+    (dst / "workdir" / "bin" / "check-request.sh").write_text(
+        "#!/usr/bin/env python3\n"
+        "import sys\nimport yaml\n\n"
+        "bad = []\n"
+        "for doc in yaml.safe_load_all(open(sys.argv[1])):\n"
+        "    if not isinstance(doc, dict) or doc.get('kind') != 'Pod':\n"
+        "        continue\n"
+        "    for c in doc.get('spec', {}).get('containers', []):\n"
+        "        r = c.get('resources') or {}\n"
+        "        n = max(int(r.get(s, {}).get('nvidia.com/gpu', 0) or 0)\n"
+        "                for s in ('limits', 'requests'))\n"
+        "        if n > 1:\n"
+        "            bad.append(f\"OVER={c['name']}={n}\")\n"
+        "for line in bad:\n    print(line)\n"
+        "if not bad:\n    print('OK')\n"
+        "sys.exit(1 if bad else 0)\n"
+    )
+    # a different GPU product label
+    edit(
+        dst / "solve.sh",
+        "nvidia.com/gpu.product=NVIDIA-A100-SXM4-80GB",
+        "nvidia.com/gpu.product=A100-80GB",
+    )
+    return dst
+
+
+def play_alternatives(lab: Any, state: Any, tmp_path: Path) -> Path:
+    """The lab solved the other correct ways a learner may choose; returns the work dir."""
+    from gpushare import solve
+
+    state.fresh()
+    workdir = tmp_path / "alt"
+    solve.solve(
+        workdir,
+        kubeconfig=str(lab.kubeconfig),
+        solutions=_alternative_solutions(tmp_path / "solutions"),
+    )
+    state.dirty()
+    # learner-written text files: CRLF, trailing spaces, comments, another order, extra lines
+    (workdir / "out/isolation.txt").write_bytes(
+        b"# my table\r\nMIG_FAULT_ISOLATION = yes  \r\nMIG_MEMORY_ISOLATION=yes\r\n\r\n"
+        b"MPS_MEMORY_ISOLATION=partial\r\nTIMESLICING_FAULT_ISOLATION=no\r\n"
+        b"TIMESLICING_MEMORY_ISOLATION=no"
+    )
+    lines = (workdir / "out/placement.txt").read_text().splitlines()
+    (workdir / "out/placement.txt").write_text("\r\n".join(reversed(lines)) + "  \r\n")
+    denied = (workdir / "out/quota-denied.txt").read_text()
+    (workdir / "out/quota-denied.txt").write_text(
+        "$ kubectl apply -f k8s/team-over.yaml\n" + denied
+    )
+    return workdir
+
+
+# --- hostile files ----------------------------------------------------------------------
+
+HOSTILE_FILE_FAILS = {"4.1", "4.2", "5.1", "5.4", "5.5", "7.2", "7.3", "8.3"}
+
+
+def break_files(workdir: Path) -> None:
+    """Binary, non-UTF-8, FIFO, directory, /dev/zero behind a link: each costs its checks."""
+    (workdir / "out/isolation.txt").write_bytes(b"\x00\x01\x02binary")
+    (workdir / "out/placement.txt").write_bytes(b"notebook=lab-node-1\n\xff\xfe\n")
+    (workdir / "out/quota-denied.txt").unlink()
+    os.mkfifo(workdir / "out/quota-denied.txt")
+    (workdir / "k8s/mig-job.yaml").write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: mig-job: x\nspec: {}\n"
+    )
+    (workdir / "k8s/gpu-quota.yaml").unlink()
+    (workdir / "k8s/gpu-quota.yaml").mkdir()
+    os.symlink("/dev/zero", workdir / "k8s/team-over.yaml.tmp")
+    (workdir / "k8s/team-over.yaml").unlink()
+    os.rename(workdir / "k8s/team-over.yaml.tmp", workdir / "k8s/team-over.yaml")

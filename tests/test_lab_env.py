@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -11,10 +12,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gpushare import cluster
+from gpushare import cluster, ports, purge
 from gpushare.cluster import LAB_NODES, NODE_RESOURCES
 from gpushare.kubeapi import ApiError, Client
-from tests.helpers import ROOT, kubectl
+from tests.helpers import ROOT, TEST_CLUSTER, kubectl
 
 
 def _pod(name: str, resources: dict[str, str], **spec) -> dict:
@@ -191,6 +192,22 @@ def test_reset_restores_the_fresh_lab(lab, client, state):
     print(f"reset took {elapsed:.2f}s")
 
 
+def test_reset_reads_the_namespace_controllers_work_queue(lab, client, state):
+    """reset's guard against the namespace controller (see gpushare.purge) must really read
+    its counters: were they renamed, the wait would pass without looking."""
+    state.fresh()
+    url = cluster._controller_metrics_url(lab)
+    assert url is not None
+    assert purge.namespace_syncs_running(url) == 0  # an idle lab
+    _namespace(client, "doomed")
+    client.delete("/api/v1/namespaces/doomed")
+    # the controller holds a deleted namespace 5 s, then syncs it: its counters move
+    started = purge.queue_counts(url)[0]
+    _wait(lambda: purge.queue_counts(url)[0] > started, timeout=20, what="a namespace sync")
+    _wait(lambda: client.get_or_none("/api/v1/namespaces/doomed") is None, what="doomed gone")
+    assert purge.wait_namespace_controller(url) < 5
+
+
 def test_second_up_reuses_the_running_lab(lab):
     before = lab.running_components()
     assert set(before) == set(cluster.COMPONENT_BINARIES)
@@ -226,8 +243,12 @@ def _alive(proc: psutil.Process) -> bool:
 
 
 def test_stop_keeps_data_and_down_leaves_no_process(tmp_path):
-    """A throwaway second cluster: stop/up keeps its data, down ends every process."""
-    name = "gpushare-lifecycle"
+    """A throwaway second cluster: stop/up keeps its data, down ends every process.
+
+    While it is stopped its ports stay reserved; a foreign process that takes one anyway
+    makes ``up`` fail at once, naming the port, with the lab's data kept.
+    """
+    name = f"{TEST_CLUSTER}-lifecycle"
     lab2 = cluster.up(name)
     try:
         c = lab2.client()
@@ -239,6 +260,18 @@ def test_stop_keeps_data_and_down_leaves_no_process(tmp_path):
         before = [psutil.Process(p) for p in pids.values()]
         cluster.stop(name)
         assert not [p for p in before if _alive(p)]
+        own = cluster.lab_ports(lab2)
+        assert ports.recorded(lab2.dir) == own  # still promised to the stopped lab
+        with socket.socket() as squatter:
+            squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            squatter.bind(("127.0.0.1", own["etcdPort"]))
+            squatter.listen()
+            t0 = time.monotonic()
+            with pytest.raises(cluster.ClusterError) as taken:
+                cluster.up(name)
+            assert time.monotonic() - t0 < 5
+        assert f"port {own['etcdPort']} (etcd)" in str(taken.value)
+        assert lab2.running_components() == {}
         cluster.up(name)
         assert lab2.client().get_or_none("/api/v1/namespaces/keep-me") is not None
         running = [psutil.Process(p) for p in lab2.running_components().values()]
@@ -250,6 +283,7 @@ def test_stop_keeps_data_and_down_leaves_no_process(tmp_path):
     from gpushare import procs
 
     assert procs.cluster_processes(cluster.Lab(name).dir) == []
+    assert ports.recorded(cluster.Lab(name).dir) is None
 
 
 def test_status_reports_components_and_versions(lab):

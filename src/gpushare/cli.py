@@ -55,8 +55,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--workdir", help="work directory to write (default: $GPUSHARE_WORKDIR or /root/gpushare)"
     )
-    p.add_argument("--kubeconfig", help="solve this cluster instead of the lab")
+    p.add_argument(
+        "--kubeconfig", help="solve this cluster instead of the lab (default: $KUBECONFIG)"
+    )
     p.add_argument("--steps", help="comma-separated step numbers (default: all)")
+
+    p = sub.add_parser(
+        "snapshot", help="capture the cluster and work dir into one hashed file, for grading"
+    )
+    _add_cluster(p)
+    p.add_argument(
+        "--workdir", help="the work directory (default: $GPUSHARE_WORKDIR or /root/gpushare)"
+    )
+    p.add_argument("--kubeconfig", help="capture this cluster (default: $KUBECONFIG, else the lab)")
+    p.add_argument("--context", help="kubeconfig context (default: current-context)")
+    p.add_argument("--learner", help="learner id (default: $GPUSHARE_LEARNER, else the user name)")
+    p.add_argument("--out", help="file or folder to write (default: the current folder)")
 
     p = sub.add_parser("grade", help="grade a learner's cluster and work directory")
     _add_cluster(p)
@@ -64,14 +78,132 @@ def build_parser() -> argparse.ArgumentParser:
         "--workdir",
         help="the learner's work directory (default: $GPUSHARE_WORKDIR or /root/gpushare)",
     )
-    p.add_argument("--kubeconfig", help="grade this cluster as given; never start anything")
+    p.add_argument(
+        "--kubeconfig",
+        help="grade this cluster as given, never start anything (default: $KUBECONFIG, a list "
+        "of files merged as kubectl merges them; else the lab cluster)",
+    )
+    p.add_argument("--context", help="kubeconfig context to grade (default: current-context)")
+    p.add_argument(
+        "--snapshot",
+        metavar="FILE",
+        help="grade this snapshot (.gpushare.tgz) offline: no cluster, no control plane",
+    )
+    p.add_argument(
+        "--unsafe-no-sandbox",
+        action="store_true",
+        help="run the learner's script without the bubblewrap sandbox even when grading a "
+        "snapshot (only for trusted work)",
+    )
     p.add_argument("--lang", help="feedback language: zh (default), ko, en")
     p.add_argument("--json", metavar="FILE", help="write Gradescope-style results.json")
     p.add_argument("--junitxml", metavar="FILE", help="write JUnit XML (xunit2)")
     p.add_argument("--seed", type=int, help="seed of the generated check-request cases")
     p.add_argument("--step", action="append", help="grade only these steps (repeatable)")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        help="a hard deadline for the whole grade: finished checks keep their results, the "
+        "others become errors, the outputs are written, exit 2",
+    )
+    p.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="the instructor's visibility policy (TOML): which checks learners see, when, and "
+        "whether their feedback shows expected and found",
+    )
     p.add_argument("--color", choices=["auto", "yes", "no"], default="auto")
+
+    p = sub.add_parser("gradescope", help="the Gradescope autograder: build its bundle, run it")
+    gs = p.add_subparsers(dest="gradescope_command", required=True, parser_class=_Parser)
+    b = gs.add_parser("bundle", help="write autograder.zip in Gradescope's layout")
+    b.add_argument("--out", default="autograder.zip", help="the zip to write")
+    b.add_argument("--policy", metavar="FILE", help="visibility policy (TOML) to grade with")
+    b.add_argument(
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        help="the grade's hard deadline in run_autograder (default: 480, below Gradescope's "
+        "10-minute limit)",
+    )
+    b.add_argument("--lang", help="feedback language (default: zh)")
+    b.add_argument(
+        "--sandbox",
+        choices=["auto", "require"],
+        default="auto",
+        help="auto: the bubblewrap sandbox where the container allows it, else without (a note "
+        "on the instructors' stdout); require: refuse to grade without it",
+    )
+    r = gs.add_parser("run", help="what run_autograder runs: grade submission/, write results/")
+    r.add_argument("--root", help="the autograder root (default: $AUTOGRADER_ROOT, /autograder)")
+    _add_class(sub)
     return parser
+
+
+def _add_class(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """``gpushare class grade|job|merge``: a whole class of snapshots (gpushare.classroom)."""
+    p = sub.add_parser("class", help="grade a whole class of snapshots, shard it, merge it")
+    cls = p.add_subparsers(dest="class_command", required=True, parser_class=_Parser)
+
+    def common(q: argparse.ArgumentParser) -> None:
+        q.add_argument(
+            "--seed",
+            type=int,
+            default=0,
+            help="base seed of the unseen cases, mixed with each snapshot's hash (default 0)",
+        )
+        q.add_argument("--lang", help="language of feedback and report: zh (default), ko, en")
+        q.add_argument(
+            "--timeout",
+            type=float,
+            default=60.0,
+            metavar="SECONDS",
+            help="time limit of one submission's grade (default 60)",
+        )
+        q.add_argument(
+            "--jobs", type=int, metavar="N", help="grading processes (default: the cores)"
+        )
+        q.add_argument(
+            "--all", action="store_true", help="every snapshot, not only each learner's latest"
+        )
+        q.add_argument(
+            "--unsafe-no-sandbox",
+            action="store_true",
+            help="run learners' scripts without bubblewrap (only for trusted work)",
+        )
+
+    q = cls.add_parser("grade", help="grade snapshots in parallel into one class folder")
+    q.add_argument("paths", nargs="+", metavar="PATH", help="a snapshot or a folder of them")
+    q.add_argument("--out", required=True, metavar="DIR", help="the class folder to write")
+    q.add_argument("--previous", metavar="DIR", help="an earlier class folder: show what changed")
+    q.add_argument("--shard", metavar="I/N", help="grade only part I of N (0-based)")
+    q.add_argument(
+        "--policy", metavar="FILE", help="visibility policy (TOML): what learners see of checks"
+    )
+    common(q)
+
+    q = cls.add_parser("job", help="print a Kubernetes Indexed Job that grades in shards")
+    q.add_argument("--image", required=True, help="the grading image (see Containerfile)")
+    q.add_argument("--shards", type=int, required=True, metavar="N", help="pods, one shard each")
+    q.add_argument("--name", default="gpushare-class", help="the Job's name")
+    q.add_argument("--namespace", help="namespace of the Job and its claims")
+    q.add_argument("--snapshots-claim", default="gpushare-snapshots", metavar="NAME")
+    q.add_argument("--results-claim", default="gpushare-results", metavar="NAME")
+    q.add_argument("--no-claims", action="store_true", help="the claims exist: print the Job alone")
+    q.add_argument("--storage-class", help="storage class of the claims")
+    q.add_argument("--snapshots-size", default="1Gi", metavar="SIZE")
+    q.add_argument("--results-size", default="1Gi", metavar="SIZE")
+    q.add_argument("--cpu", default="2", help="CPU request of a pod (default 2)")
+    q.add_argument("--memory", default="2Gi", help="memory of a pod (default 2Gi)")
+    common(q)
+
+    q = cls.add_parser("merge", help="merge shard folders into one CSV and one report")
+    q.add_argument("shards", nargs="+", metavar="SHARD_DIR")
+    q.add_argument("--out", required=True, metavar="DIR", help="the class folder to write")
+    q.add_argument("--lang", help="language of the report (default: the shards')")
+    q.add_argument("--seed", type=int, default=0, help="the --seed the shards ran with")
+    q.add_argument("--previous", metavar="DIR", help="an earlier class folder: show what changed")
 
 
 def _fail(msg: str) -> int:
@@ -108,6 +240,18 @@ def _dispatch(args: argparse.Namespace) -> int:
         from gpushare import grade
 
         return grade.run_cli(args)
+    if args.command == "snapshot":
+        from gpushare import capture
+
+        return capture.run_cli(args)
+    if args.command == "class":
+        from gpushare.classroom import cli as class_cli
+
+        return class_cli.run(args)
+    if args.command == "gradescope":
+        from gpushare.lms import gradescope
+
+        return gradescope.run_cli(args)
 
     from gpushare import binaries, cluster
     from gpushare.kubeapi import KubeconfigError, Unreachable

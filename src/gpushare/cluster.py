@@ -8,10 +8,13 @@ kube-scheduler and kwok-controller as local processes with our pinned binaries. 
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 import subprocess
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,13 +35,19 @@ COMPONENT_BINARIES = (
     "kwok-controller",
 )
 # Our kwokctl configuration: every component listens on loopback only (kwokctl's default is
-# 0.0.0.0), and a user's own ~/.kwok/kwok.yaml is never merged into the lab.
+# 0.0.0.0), and a user's own ~/.kwok/kwok.yaml is never merged into the lab. A create adds the
+# lab's six ports (see :mod:`gpushare.ports`).
 KWOKCTL_CONFIG = """\
 apiVersion: config.kwok.x-k8s.io/v1alpha1
 kind: KwokctlConfiguration
 options:
   bindAddress: 127.0.0.1
 """
+# attempts of a create whose component found its port taken behind the registry's back
+CREATE_ATTEMPTS = 2
+# time for a create or start under load (8 labs at once on 2 cores); a component that dies
+# ends it at once
+START_TIMEOUT = 180.0
 
 
 class ClusterError(RuntimeError):
@@ -131,15 +140,28 @@ def _kwokctl_env(bins: dict[str, Path]) -> dict[str, str]:
     return env
 
 
-def _kwokctl(lab: Lab, bins: dict[str, Path], *args: str, timeout: float = 120) -> None:
+def _config_file(lab: Lab, ports: dict[str, int] | None = None) -> Path:
+    """The lab's own kwokctl configuration file (one per lab: concurrent commands never share
+    a file being rewritten), written aside and renamed into place."""
+    text = KWOKCTL_CONFIG + "".join(f"  {k}: {v}\n" for k, v in (ports or {}).items())
+    path = kwok_workdir() / "configs" / f"{lab.name}.yaml"
+    if not path.is_file() or path.read_text() != text:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
+    return path
+
+
+def _kwokctl_cmd(lab: Lab, bins: dict[str, Path], config: Path, *args: str) -> list[str]:
     kwokctl = bins.get("kwokctl")
     if kwokctl is None:
         raise ClusterError("kwokctl is not available: run `make setup` first")
-    config = kwok_workdir() / "gpushare-kwokctl.yaml"
-    if not config.is_file() or config.read_text() != KWOKCTL_CONFIG:
-        config.parent.mkdir(parents=True, exist_ok=True)
-        config.write_text(KWOKCTL_CONFIG)
-    cmd = [str(kwokctl), "--name", lab.name, "--config", str(config), *args]
+    return [str(kwokctl), "--name", lab.name, "--config", str(config), *args]
+
+
+def _kwokctl(lab: Lab, bins: dict[str, Path], *args: str, timeout: float = 120) -> None:
+    cmd = _kwokctl_cmd(lab, bins, _config_file(lab), *args)
     try:
         out = subprocess.run(
             cmd,
@@ -178,11 +200,18 @@ def _create_args(bins: dict[str, Path]) -> list[str]:
 # --------------------------------------------------------------------------- readiness
 
 
-def wait_ready(client: Client, timeout: float = 60.0) -> None:
-    """Poll ``/readyz`` until the apiserver says ok; kwokctl's own wait is not trusted."""
+def wait_ready(
+    client: Client, timeout: float = 60.0, watch: Callable[[], None] | None = None
+) -> None:
+    """Poll ``/readyz`` until the apiserver says ok; kwokctl's own wait is not trusted.
+
+    ``watch`` is called on every poll: it raises when a component has died meanwhile.
+    """
     deadline = time.monotonic() + timeout
     last = ""
     while time.monotonic() < deadline:
+        if watch is not None:
+            watch()
         try:
             if str(client.get("/readyz")).strip() == "ok":
                 return
@@ -199,7 +228,9 @@ def _node_ready(node: dict[str, Any]) -> bool:
     return False
 
 
-def ensure_nodes(client: Client, timeout: float = 60.0) -> None:
+def ensure_nodes(
+    client: Client, timeout: float = 60.0, watch: Callable[[], None] | None = None
+) -> None:
     """Create missing lab nodes, then wait until all three are Ready."""
     existing = {n["metadata"]["name"] for n in client.get("/api/v1/nodes").get("items", [])}
     for name in LAB_NODES:
@@ -211,6 +242,8 @@ def ensure_nodes(client: Client, timeout: float = 60.0) -> None:
                     raise
     deadline = time.monotonic() + timeout
     while True:
+        if watch is not None:
+            watch()
         nodes = {n["metadata"]["name"]: n for n in client.get("/api/v1/nodes").get("items", [])}
         not_ready = [n for n in LAB_NODES if not (n in nodes and _node_ready(nodes[n]))]
         if not not_ready:
@@ -232,39 +265,191 @@ def wait_default_serviceaccount(client: Client, namespace: str, timeout: float =
 # --------------------------------------------------------------------------- lifecycle
 
 
-def up(name: str | None = None) -> Lab:
-    """Create, restart or reuse the lab; afterwards the apiserver is ready and nodes Ready."""
+@contextlib.contextmanager
+def _lab_lock(lab: Lab) -> Iterator[None]:
+    """One lifecycle command at a time per lab: a second ``up`` of the same name waits for the
+    first and then finds it running, instead of creating it twice."""
+    path = kwok_workdir() / "locks" / f"{lab.name}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        yield
+
+
+def up(name: str | None = None, ports: dict[str, int] | None = None) -> Lab:
+    """Create, restart or reuse the lab; afterwards the apiserver is ready and nodes Ready.
+
+    ``ports`` (kwokctl option -> port, all six of :data:`gpushare.ports.PORT_OPTIONS`) fixes a
+    new lab's ports instead of reserving free ones; used by tests that provoke a conflict.
+    """
     lab = Lab(cluster_name(name))
-    if lab.exists():
-        try:
-            client = lab.client(timeout=2.0)
-            if str(client.get("/readyz")).strip() == "ok":
-                ensure_nodes(client)
-                return lab
-        except (ApiError, Unreachable, KubeconfigError):
-            pass
+    if _reuse(lab):
+        return lab
     bins = binaries.ensure()
-    start = time.monotonic()
-    if lab.exists():
-        _log(f"starting the stopped cluster {lab.name}")
-        _kwokctl(lab, bins, "start", "cluster", "--wait", "0s")
-    else:
-        _log(
-            f"creating cluster {lab.name} (kwok {versions.KWOK}, Kubernetes {versions.KUBERNETES})"
-        )
-        _kwokctl(lab, bins, *_create_args(bins))
-    client = lab.client()
-    wait_ready(client)
-    ensure_nodes(client)
+    with _lab_lock(lab):
+        if _reuse(lab):
+            return lab
+        start = time.monotonic()
+        if lab.exists():
+            _log(f"starting the stopped cluster {lab.name}")
+            _start_stopped(lab, bins)
+        else:
+            _log(
+                f"creating cluster {lab.name} "
+                f"(kwok {versions.KWOK}, Kubernetes {versions.KUBERNETES})"
+            )
+            _create(lab, bins, ports)
     _log(f"lab {lab.name} is up in {time.monotonic() - start:.1f}s")
     return lab
 
 
-def down(name: str | None = None) -> list[int]:
-    """Delete the cluster; return pids that had to be ended by hand after kwokctl."""
+def _reuse(lab: Lab) -> bool:
+    """A running lab: make sure of its nodes and use it as it is."""
+    if not lab.exists():
+        return False
+    try:
+        client = lab.client(timeout=2.0)
+        if str(client.get("/readyz")).strip() == "ok":
+            ensure_nodes(client)
+            return True
+    except (ApiError, Unreachable, KubeconfigError):
+        pass
+    return False
+
+
+def _create(lab: Lab, bins: dict[str, Path], fixed: dict[str, int] | None) -> None:
+    """Create the lab on reserved ports; on failure leave nothing of it (no process, no folder).
+
+    A component that finds its port taken (by a process that ignores the registry) makes us
+    try again on other ports, unless the ports were fixed by the caller.
+    """
+    from gpushare import ports, startup
+
+    if lab.dir.exists():  # left by a create that was killed before it wrote the kubeconfig
+        _discard(lab)
+    avoid: set[int] = set()
+    for attempt in range(1, CREATE_ATTEMPTS + 1):
+        try:
+            chosen = dict(fixed) if fixed else ports.reserve(lab.dir, frozenset(avoid))
+        except ports.PortError as exc:
+            raise ClusterError(str(exc)) from exc
+        try:
+            _start(lab, bins, _create_args(bins), chosen, "create cluster")
+            return
+        except startup.StartError as exc:
+            _discard(lab)
+            if exc.port is None or fixed or attempt == CREATE_ATTEMPTS:
+                raise ClusterError(f"lab {lab.name} could not be created: {exc}") from exc
+            _log(f"{exc.component}: port {exc.port} is taken; trying other ports")
+            avoid.add(exc.port)
+        except BaseException:
+            _discard(lab)
+            raise
+
+
+def _start_stopped(lab: Lab, bins: dict[str, Path]) -> None:
+    """Start a stopped lab on its own ports (its data kept), or say at once which is taken."""
+    from gpushare import ports, procs, startup
+
+    if procs.cluster_processes(lab.dir):  # half running (a component died): start afresh
+        _log(f"stopping what is left of {lab.name} first")
+        _stop_components(lab, bins)
+    recorded = lab_ports(lab)
+    try:
+        if recorded:
+            ports.claim(lab.dir, recorded)
+    except ports.PortError as exc:
+        raise ClusterError(
+            f"lab {lab.name} cannot start: {exc}. Free that port, or delete the lab "
+            f"(`gpushare down --cluster {lab.name}`, its data is lost) and `up` again"
+        ) from exc
+    try:
+        _start(lab, bins, ["start", "cluster", "--wait", "0s"], None, "start cluster")
+    except startup.StartError as exc:
+        _stop_components(lab, bins)
+        raise ClusterError(f"lab {lab.name} could not start: {exc}") from exc
+    except BaseException:
+        _stop_components(lab, bins)
+        raise
+
+
+def _start(
+    lab: Lab, bins: dict[str, Path], args: list[str], ports: dict[str, int] | None, what: str
+) -> None:
+    """kwokctl create/start watched, then readiness watched: a dead component ends it at once."""
+    from gpushare import startup
+
+    deadline = time.monotonic() + START_TIMEOUT
+    cmd = _kwokctl_cmd(lab, bins, _config_file(lab, ports), *args)
+    watch = startup.Watch(lab.dir)
+    startup.run_kwokctl(cmd, _kwokctl_env(bins), watch, deadline, what)
+    client = lab.client()
+    wait_ready(client, timeout=max(deadline - time.monotonic(), 5.0), watch=watch.check)
+    ensure_nodes(client, timeout=max(deadline - time.monotonic(), 5.0), watch=watch.check)
+
+
+def lab_ports(lab: Lab) -> dict[str, int]:
+    """The ports kwokctl recorded for the lab (its ``kwok.yaml``), by kwokctl option name."""
+    import yaml
+
+    from gpushare import ports
+
+    try:
+        docs = list(yaml.safe_load_all((lab.dir / "kwok.yaml").read_text()))
+    except (OSError, yaml.YAMLError):
+        return {}
+    for doc in docs:
+        if isinstance(doc, dict) and doc.get("kind") == "KwokctlConfiguration":
+            options = doc.get("options") or {}
+            return {k: int(options[k]) for k in ports.PORT_OPTIONS if options.get(k)}
+    return {}
+
+
+def _discard(lab: Lab) -> None:
+    """Remove every trace of a lab whose create failed: processes, folder, port reservation.
+
+    Its processes are killed by pid, not through ``kwokctl delete``: a new lab has no data to
+    shut down gracefully, and kwokctl's own start costs seconds on a loaded machine.
+    """
+    from gpushare import ports, procs
+
+    try:
+        if lab.dir.exists():
+            victims = procs.cluster_processes(lab.dir)
+            procs.kill(victims)
+            _settle(lab, victims)
+            shutil.rmtree(lab.dir, ignore_errors=True)
+    finally:
+        ports.release(lab.dir)
+        (kwok_workdir() / "configs" / f"{lab.name}.yaml").unlink(missing_ok=True)
+
+
+def _stop_components(lab: Lab, bins: dict[str, Path]) -> None:
     from gpushare import procs
 
+    known = procs.cluster_processes(lab.dir)
+    try:
+        _kwokctl(lab, bins, "stop", "cluster", timeout=60)
+    except ClusterError as exc:
+        _log(f"kwokctl stop failed, ending the processes by pid: {exc}")
+    _settle(lab, known)
+
+
+def down(name: str | None = None) -> list[int]:
+    """Delete the cluster; return pids that had to be ended by hand after kwokctl."""
+    from gpushare import ports
+
     lab = Lab(cluster_name(name))
+    with _lab_lock(lab):
+        ended = _delete(lab)
+        ports.release(lab.dir)
+        (kwok_workdir() / "configs" / f"{lab.name}.yaml").unlink(missing_ok=True)
+    return ended
+
+
+def _delete(lab: Lab) -> list[int]:
+    from gpushare import procs
+
     known = procs.cluster_processes(lab.dir) if lab.dir.exists() else []
     if lab.dir.exists():
         try:
@@ -292,15 +477,13 @@ def stop(name: str | None = None) -> None:
     """Stop the components but keep the data (``up`` brings it back).
 
     kwokctl signals the components and returns; the apiserver's graceful shutdown can outlive
-    it, so we wait until none is left (ending stragglers by pid) before saying it stopped.
+    it, so we wait until none is left (ending stragglers by pid) before saying it stopped. The
+    lab keeps its ports reserved: ``up`` restarts it on the same ones.
     """
-    from gpushare import procs
-
     lab = Lab(cluster_name(name))
     bins = binaries.ensure(["kwokctl", "kubectl"], build=False)
-    known = procs.cluster_processes(lab.dir)
-    _kwokctl(lab, bins, "stop", "cluster", timeout=60)
-    _settle(lab, known)
+    with _lab_lock(lab):
+        _stop_components(lab, bins)
 
 
 def reset(name: str | None = None, client: Client | None = None, timeout: float = 30.0) -> None:
@@ -308,7 +491,9 @@ def reset(name: str | None = None, client: Client | None = None, timeout: float 
 
     Lab namespaces are emptied and removed by :mod:`gpushare.purge` (no 5 s wait for the
     namespace controller); in ``default``, what a learner may have put there (pods, quotas,
-    limit ranges, ConfigMaps) goes too; nodes get back their fresh labels and status.
+    limit ranges, ConfigMaps) goes too; nodes get back their fresh labels and status. It
+    returns only once the namespace controller has no sync running that could still delete,
+    by name, in a new namespace of an old name (see :mod:`gpushare.purge`).
     """
     from gpushare import purge
 
@@ -337,7 +522,16 @@ def reset(name: str | None = None, client: Client | None = None, timeout: float 
         if time.monotonic() > deadline:
             raise ClusterError(f"namespaces still terminating after {timeout:.0f}s: {left}")
         time.sleep(0.1)
+    try:
+        purge.wait_namespace_controller(_controller_metrics_url(lab))
+    except TimeoutError as exc:
+        raise ClusterError(f"reset: {exc}") from exc
     ensure_nodes(client)
+
+
+def _controller_metrics_url(lab: Lab) -> str | None:
+    port = lab_ports(lab).get("kubeControllerManagerPort")
+    return f"https://127.0.0.1:{port}/metrics" if port else None
 
 
 def _reset_nodes(client: Client) -> None:

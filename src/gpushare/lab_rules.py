@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from gpushare.checks import T, fail
+from gpushare.checks import T, Value, fail
 from gpushare.labstate import CONFIGMAP_NAME, CONFIGMAP_NS, GPU, LabState, quantity
 from gpushare.records import Record
 from gpushare.workdir import FileProblem, LineDict, Workdir, load_yaml_text
@@ -39,11 +39,44 @@ ISOLATION = {
 ISOLATION_VALUES = ("yes", "no", "partial")
 
 
-def where_cm(key: str | None = None, line: int | None = None) -> str:
-    base = f"ConfigMap {CONFIGMAP_NS}/{CONFIGMAP_NAME}"
+def where_cm(key: str | None = None, line: int | None = None) -> T:
+    """The ConfigMap, one of its keys, or a line of the config stored under that key.
+
+    A catalog value, so "line 5" reads as the learner's language writes it.
+    """
+    ref = f"{CONFIGMAP_NS}/{CONFIGMAP_NAME}"
     if key is None:
-        return base
-    return f"{base}, data.{key}" + (f", line {line}" if line else "")
+        return T("where_configmap", configmap=ref)
+    if not line:
+        return T("where_configmap_key", configmap=ref, key=key)
+    return T("where_configmap_line", configmap=ref, key=key, line=line)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return str(value)  # a date or timestamp, as YAML wrote it
+
+
+def show_yaml(value: Any, limit: int = 120) -> str:
+    """A value as YAML writes it on one line (``false``, ``'4'``, ``{name: x}``), never a repr.
+
+    What the learner wrote, in the language they wrote it in: a Python repr would show
+    ``False`` for YAML's ``false`` and ``LineDict`` for a mapping.
+    """
+    import yaml
+
+    text = yaml.safe_dump(
+        _plain(value), default_flow_style=True, allow_unicode=True, width=10_000
+    ).strip()
+    if text.endswith("\n..."):
+        text = text[: -len("\n...")]
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def device_plugin_config(lab: LabState, key: str) -> LineDict:
@@ -58,7 +91,7 @@ def device_plugin_config(lab: LabState, key: str) -> LineDict:
             found=T("keys_are", keys=_keys(data)),
             where=where_cm(),
         )
-    docs = load_yaml_text(data[key], where_cm(key))
+    docs = load_yaml_text(data[key], key)
     if isinstance(docs, FileProblem):
         fail(problem=docs.problem, where=where_cm(key, docs.line))
     docs = [d for d in docs if d is not None]  # type: ignore[union-attr]
@@ -73,51 +106,73 @@ SHARED_RESOURCE_KEYS = ("name", "rename", "devices", "replicas")
 MIG_STRATEGIES = ("none", "single", "mixed")
 
 
-def config_format_problem(cfg: LineDict) -> tuple[str, str, int] | None:
-    """Why ``cfg`` is not a device-plugin config the NVIDIA plugin would load, or None.
+def config_format_problem(cfg: LineDict) -> tuple[Value, Value, int] | None:
+    """Why ``cfg`` is not a device-plugin config that works as written, or None.
 
-    Returns (what was expected, what was found, line). Mirrors the plugin's own parsing
-    (strict fields, ``version: v1``, ``migStrategy`` values, replicas of at least 2), so a
-    typo that the plugin would reject at start-up costs the learner here, before a GPU does.
+    Returns (what was expected, what was found, line). The plugin itself refuses a version
+    other than v1, an unknown MIG strategy, a sharing resource without name or replicas, and
+    replicas below 2 (api/config/v1/config.go, replicas.go; cmd/nvidia-device-plugin/main.go).
+    Unknown fields it does not refuse: it reads its config leniently (sigs.k8s.io/yaml's
+    ``Unmarshal``) and drops them without a word, so a misspelt ``timeSlcing`` quietly turns
+    sharing off. That is why this check rejects them: the learner hears it here, not from a
+    GPU node that silently does not share.
     """
     for key in cfg:
         if key not in CONFIG_TOP_KEYS:
-            return " | ".join(CONFIG_TOP_KEYS), str(key), cfg.line_of(key)
+            return (*_unknown_field(key, CONFIG_TOP_KEYS), cfg.line_of(key))
     if "version" in cfg and cfg["version"] != "v1":
-        return "version: v1", f"version: {cfg['version']!r}", cfg.line_of("version")
+        return "version: v1", f"version: {show_yaml(cfg['version'])}", cfg.line_of("version")
     flags = cfg.get("flags")
     if flags is not None and not isinstance(flags, dict):
-        return "flags: <mapping>", f"flags: {flags!r}", cfg.line_of("flags")
+        found = f"flags: {show_yaml(flags)}"
+        return T("field_mapping", field="flags"), found, cfg.line_of("flags")
     if isinstance(flags, dict) and flags.get("migStrategy", "none") not in MIG_STRATEGIES:
         return (
-            "migStrategy: " + " | ".join(MIG_STRATEGIES),
-            f"migStrategy: {flags['migStrategy']!r}",
+            T("field_one_of", field="migStrategy", values=MIG_STRATEGIES),
+            f"migStrategy: {show_yaml(flags['migStrategy'])}",
             flags.line_of("migStrategy"),
         )
     sharing = cfg.get("sharing")
     if sharing is None:
         return None
     if not isinstance(sharing, dict):
-        return "sharing: <mapping>", f"sharing: {sharing!r}", cfg.line_of("sharing")
+        found = f"sharing: {show_yaml(sharing)}"
+        return T("field_mapping", field="sharing"), found, cfg.line_of("sharing")
     for method, body in sharing.items():
         if method not in SHARING_KEYS:
-            return " | ".join(SHARING_KEYS), str(method), sharing.line_of(method)
-        if not isinstance(body, dict) or not isinstance(body.get("resources"), list):
-            return f"{method}.resources: <list>", f"{method}: {body!r}", sharing.line_of(method)
-        for res in body["resources"]:
+            return (*_unknown_field(method, SHARING_KEYS), sharing.line_of(method))
+        resources = body.get("resources") if isinstance(body, dict) else None
+        if not isinstance(resources, list) or not resources:
+            return (
+                T("field_list", field=f"sharing.{method}.resources"),
+                f"{method}: {show_yaml(body)}",
+                sharing.line_of(method),
+            )
+        for res in resources:
             if not isinstance(res, dict):
-                return "- name: …, replicas: …", repr(res), sharing.line_of(method)
+                return T("resource_entry"), show_yaml(res), sharing.line_of(method)
             for key in res:
                 if key not in SHARED_RESOURCE_KEYS:
-                    return " | ".join(SHARED_RESOURCE_KEYS), str(key), res.line_of(key)
+                    return (*_unknown_field(key, SHARED_RESOURCE_KEYS), res.line_of(key))
+            if "name" not in res:
+                return T("key_present", key="name"), T("absent"), res.line
             replicas = res.get("replicas")
             if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 2:
-                return "replicas: <integer >= 2>", f"replicas: {replicas!r}", res.line
+                found = (
+                    T("no_key", key="replicas")
+                    if replicas is None
+                    else f"replicas: {show_yaml(replicas)}"
+                )
+                return T("replicas_at_least_two"), found, res.line_of("replicas")
     return None
 
 
-def _keys(data: dict[str, Any]) -> str:
-    return ", ".join(sorted(map(str, data))) or "-"
+def _unknown_field(key: Any, known: tuple[str, ...]) -> tuple[T, T]:
+    return T("known_fields", fields=known), T("unknown_field", field=str(key))
+
+
+def _keys(data: dict[str, Any]) -> tuple[str, ...] | T:
+    return tuple(sorted(map(str, data))) or T("none")
 
 
 def dig(obj: Any, *path: str | int) -> Any:
@@ -225,7 +280,7 @@ def find_object(objs: list[LineDict], kind: str, name: str, namespace: str, rel:
     ]
     fail(
         expected=f"{kind}/{name}",
-        found=T("objects_are", objects=", ".join(present) or "-"),
+        found=T("objects_are", objects=tuple(present) or T("none")),
         where=rel,
     )
     raise AssertionError  # unreachable: fail() raises

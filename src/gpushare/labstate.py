@@ -1,22 +1,26 @@
 """One read of the learner's cluster, fetched concurrently, shared by every check.
 
-Checks never call the API themselves (except the one dry-run of step 5): the objects they need
-are fetched once, in parallel, at the start of the session. That is what keeps a full grade
-under a second, and it means every check judges the same moment of the cluster. Grading is
-read-only: only GETs here, and the dry-run in :meth:`LabState.dry_run_create`.
+Checks never call the API themselves: the objects they need, and the server-side dry-runs the
+graders declare (step 5's), are fetched once, in the background, at the start of the session.
+That is what keeps a full grade under a second, and it means every check judges the same
+moment of the cluster. Grading is read-only: only GETs here, and dry-runs (``?dryRun=All``:
+nothing is created). What cannot be read is :class:`ClusterUnreadable`: the grade is void,
+not failed.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from decimal import Decimal, InvalidOperation
 
-from gpushare.kubeapi import ApiError, Client, Unreachable
+from gpushare.kubeapi import ApiError, Unreachable
 from gpushare.records import Record
 
 TYPE_CHECKING = False  # not ``typing`` at run time: see gpushare.records
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from typing import Any, ClassVar
 
 GPU = "nvidia.com/gpu"
@@ -165,25 +169,45 @@ def selects_by_label(pod: dict[str, Any], labels: dict[str, str]) -> bool | None
     return True
 
 
+class ClusterUnreadable(Exception):
+    """The grader could not read something it needs from the cluster: "could not grade".
+
+    Never the learner's failure: a refused, failed or lost read says nothing about their work.
+    Every check that judges the cluster is then an error, and the grade exits 2 with no score.
+    """
+
+    def __init__(self, what: str, reason: str) -> None:
+        super().__init__(f"could not read {what}: {reason}")
+        self.what = what
+        self.reason = reason
+
+
 class Fetched(Record):
-    """One API read: the object (None for 404) or the error that prevented it."""
+    """One answer of the apiserver: a GET's object (None for 404), or a dry-run's verdict.
 
-    __slots__ = ("error", "unreachable", "value")
+    ``unreadable`` holds why the grader could not get the answer at all (refused as 401/403,
+    5xx, timeout, lost connection); ``value`` is then None.
+    """
 
-    def __init__(
-        self, value: Any = None, error: str | None = None, *, unreachable: bool = False
-    ) -> None:
-        self.value, self.error, self.unreachable = value, error, unreachable
+    __slots__ = ("unreadable", "value")
+
+    def __init__(self, value: Any = None, unreadable: str | None = None) -> None:
+        self.value, self.unreadable = value, unreadable
+
+
+def _rbac_denial(exc: ApiError) -> bool:
+    """A 403 from authorization (who we are may not do this), not from admission (quota...)."""
+    return exc.status == 403 and (" cannot " in exc.message or "system:anonymous" in exc.message)
 
 
 class LabState:
-    """One read of the lab, shared by every check; grading only reads (plus one dry-run).
+    """One read of the lab, shared by every check; grading only reads (plus dry-runs).
 
-    The queries run one after another in a single background thread, on one keep-alive
-    connection, while the grader does everything else; a check waits only for the query it
-    reads. Measured on the lab's two cores, firing them all at once in parallel threads was no
-    faster (every thread pays a TLS handshake, and the apiserver shares the same cores) and
-    cost twice the CPU.
+    The queries, and the server-side dry-runs the graders declared, run one after another in
+    a single background thread, on one keep-alive connection, while the grader does
+    everything else; a check waits only for the query it reads. Measured on the lab's two
+    cores, firing them all at once in parallel threads was no faster (every thread pays a TLS
+    handshake, and the apiserver shares the same cores) and cost twice the CPU.
     """
 
     QUERIES: ClassVar[dict[str, str]] = {
@@ -193,13 +217,24 @@ class LabState:
         "pods:gpu-share": "/api/v1/namespaces/gpu-share/pods",
         "pods:team-a": "/api/v1/namespaces/team-a/pods",
         "quotas:team-a": "/api/v1/namespaces/team-a/resourcequotas",
+        "kube-system": "/api/v1/namespaces/kube-system",  # its uid names the cluster
     }
 
-    def __init__(self, client: Client) -> None:
+    def __init__(
+        self,
+        client: Any,
+        dry_runs: Iterable[tuple[str, dict[str, Any]]] = (),
+        reads: dict[str, str] | None = None,
+    ) -> None:
+        """``reads`` and ``dry_runs``: what the collected graders declare beyond
+        :attr:`QUERIES` (a grader module's ``READS`` and ``dry_runs(work)``)."""
         self.client = client
+        self._dry_runs = {dry_run_key(ns, body): (ns, body) for ns, body in dry_runs}
+        self._paths = {**self.QUERIES, **(reads or {}), **{k: "" for k in self._dry_runs}}
         self._fetched: dict[str, Fetched] = {}
-        self._ready = {key: threading.Event() for key in self.QUERIES}
+        self._ready = {key: threading.Event() for key in self._paths}
         self._thread: threading.Thread | None = None
+        self._offline = False  # answers recorded in a snapshot: nothing is ever asked
 
     def start(self) -> LabState:
         """Start reading every query in the background."""
@@ -208,14 +243,14 @@ class LabState:
         return self
 
     def _read_all(self) -> None:
-        unreachable: Fetched | None = None
+        lost: Fetched | None = None
         try:
-            for key, path in self.QUERIES.items():
+            for key in self._paths:
                 # Once the apiserver is unreachable, the rest fail the same way at once: one
                 # after another, each would wait for its own timeout.
-                fetched = unreachable or self._fetch(path)
-                if fetched.unreachable:
-                    unreachable = fetched
+                fetched = lost or self._answer(key)
+                if fetched.unreadable and fetched.unreadable.startswith("cannot reach"):
+                    lost = fetched
                 self._fetched[key] = fetched
                 self._ready[key].set()
         finally:
@@ -223,23 +258,108 @@ class LabState:
             for event in self._ready.values():  # never leave a check waiting
                 event.set()
 
+    def _answer(self, key: str) -> Fetched:
+        if key in self._dry_runs:
+            return self._dry_run(*self._dry_runs[key])
+        return self._fetch(self._paths[key])
+
     def _fetch(self, path: str) -> Fetched:
+        """A GET: 404 is an answer (absence); any other error means we could not read."""
         try:
             return Fetched(self.client.get_or_none(path))
         except ApiError as exc:
             return Fetched(None, str(exc))
         except Unreachable as exc:
-            return Fetched(None, str(exc), unreachable=True)
+            return Fetched(None, str(exc))
         except Exception as exc:  # a grader bug must fail the checks, not hang them
             return Fetched(None, f"{type(exc).__name__}: {exc}")
 
+    def _dry_run(self, namespace: str, body: dict[str, Any]) -> Fetched:
+        """The apiserver's verdict on creating ``body`` now; nothing is created.
+
+        A denial by admission (quota), validation or a missing namespace is the answer the
+        graders judge; a denial of *us* (authentication, RBAC), a 5xx or no answer is not.
+        """
+        try:
+            self.client.create(f"/api/v1/namespaces/{namespace}/pods", body, dry_run=True)
+        except ApiError as exc:
+            if exc.status in (401, 429) or exc.status >= 500 or _rbac_denial(exc):
+                return Fetched(None, str(exc))
+            return Fetched(exc)
+        except Unreachable as exc:
+            return Fetched(None, str(exc))
+        return Fetched(None)
+
+    # -- as a snapshot holds it ---------------------------------------------------
+
+    def export(self) -> dict[str, Any]:
+        """Every answer, as JSON data (a snapshot's ``cluster.json``); waits for the read."""
+        out: dict[str, Any] = {}
+        for key in self._paths:
+            f = self.get(key)
+            if key in self._dry_runs:
+                ns, body = self._dry_runs[key]
+                err = f.value
+                answer = None if err is None else [err.status, err.reason, err.message]
+                out[key] = {"namespace": ns, "body": body, "answer": answer}
+            else:
+                out[key] = {"path": self._paths[key], "value": f.value}
+            if f.unreadable:
+                out[key]["unreadable"] = f.unreadable
+        return out
+
+    @classmethod
+    def recorded(cls, answers: dict[str, Any]) -> LabState:
+        """The cluster as a snapshot recorded it: the same views, no apiserver at all."""
+        dry_runs = [
+            (a["namespace"], a["body"]) for k, a in answers.items() if k.startswith("dry-run:")
+        ]
+        reads = {
+            k: a["path"]
+            for k, a in answers.items()
+            if not k.startswith("dry-run:") and k not in cls.QUERIES and a.get("path")
+        }
+        state = cls(None, dry_runs, reads)
+        for key, answer in answers.items():
+            if key not in state._ready:  # a read this gpushare does not know: ignored
+                continue
+            if key.startswith("dry-run:"):
+                raw = answer.get("answer")
+                value = None if raw is None else ApiError(*raw)
+            else:
+                value = answer.get("value")
+            state._fetched[key] = Fetched(value, answer.get("unreadable"))
+        for key in state._ready:
+            if key not in state._fetched:
+                state._fetched[key] = Fetched(None, "not in the snapshot (an older format?)")
+            state._ready[key].set()
+        state._offline = True
+        return state
+
     def get(self, key: str) -> Fetched:
-        if self._thread is None:  # not started: read on demand
+        if key not in self._ready:
+            raise KeyError(f"{key} is not part of the cluster read")
+        if self._thread is None and not self._offline:  # not started: read on demand
             if key not in self._fetched:
-                self._fetched[key] = self._fetch(self.QUERIES[key])
+                self._fetched[key] = self._answer(key)
             return self._fetched[key]
         self._ready[key].wait()
         return self._fetched.get(key) or Fetched(None, "the cluster read ended early")
+
+    def wait_all(self) -> ClusterUnreadable | None:
+        """Wait for the whole read; the first thing that could not be read, if any."""
+        for key in self._paths:
+            f = self.get(key)
+            if f.unreadable:
+                return ClusterUnreadable(self.describe(key), f.unreadable)
+        return None
+
+    def describe(self, key: str) -> str:
+        if key in self._dry_runs:
+            ns, body = self._dry_runs[key]
+            name = (body.get("metadata") or {}).get("name")
+            return f"the dry-run of pod {ns}/{name} (POST ?dryRun=All)"
+        return f"{key} (GET {self._paths[key]})"
 
     def close(self) -> None:
         if self._thread is not None:
@@ -247,11 +367,14 @@ class LabState:
 
     # -- typed views ---------------------------------------------------------------
 
-    def _items(self, key: str) -> list[dict[str, Any]]:
+    def _value(self, key: str) -> Any:
         f = self.get(key)
-        if f.error:
-            raise ApiError(0, "error", f.error)
-        return list((f.value or {}).get("items") or [])
+        if f.unreadable:
+            raise ClusterUnreadable(self.describe(key), f.unreadable)
+        return f.value
+
+    def _items(self, key: str) -> list[dict[str, Any]]:
+        return list((self._value(key) or {}).get("items") or [])
 
     def namespace_names(self) -> set[str]:
         return {n["metadata"]["name"] for n in self._items("namespaces")}
@@ -260,10 +383,7 @@ class LabState:
         return {n["metadata"]["name"]: n for n in self._items("nodes")}
 
     def configmap(self) -> dict[str, Any] | None:
-        f = self.get("configmap")
-        if f.error:
-            raise ApiError(0, "error", f.error)
-        return f.value
+        return self._value("configmap")  # type: ignore[no-any-return]
 
     def pods(self, namespace: str) -> dict[str, dict[str, Any]]:
         return {p["metadata"]["name"]: p for p in self._items(f"pods:{namespace}")}
@@ -271,10 +391,32 @@ class LabState:
     def quotas(self, namespace: str) -> dict[str, dict[str, Any]]:
         return {q["metadata"]["name"]: q for q in self._items(f"quotas:{namespace}")}
 
+    def read(self, key: str) -> Any:
+        """A read a grader declared in its module's ``READS`` (key -> API path): the object,
+        or None when it does not exist."""
+        return self._value(key)
+
     def dry_run_create(self, namespace: str, body: dict[str, Any]) -> ApiError | None:
-        """Ask the apiserver whether ``body`` would be admitted now, without creating it."""
-        try:
-            self.client.create(f"/api/v1/namespaces/{namespace}/pods", body, dry_run=True)
-        except ApiError as exc:
-            return exc
-        return None
+        """The apiserver's verdict on creating ``body`` now (None: admitted).
+
+        Taken with the cluster read when a grader declared it (see ``dry_runs`` in a grader
+        module), so every check judges the same moment; asked now otherwise.
+        """
+        key = dry_run_key(namespace, body)
+        if key not in self._ready and self._offline:
+            raise ClusterUnreadable(
+                f"the dry-run of pod {namespace}/{(body.get('metadata') or {}).get('name')}",
+                "the snapshot holds no answer for this request",
+            )
+        if key not in self._ready:
+            self._dry_runs[key] = (namespace, body)
+            self._paths[key] = ""
+            self._ready[key] = threading.Event()
+            self._fetched[key] = self._dry_run(namespace, body)
+            self._ready[key].set()
+        return self._value(key)  # type: ignore[no-any-return]
+
+
+def dry_run_key(namespace: str, body: dict[str, Any]) -> str:
+    """One dry-run's key: the same request, byte for byte, is the same answer."""
+    return "dry-run:" + json.dumps([namespace, body], sort_keys=True, separators=(",", ":"))

@@ -4,6 +4,9 @@
 values (``[values]``: problems such as "the file does not exist"), and per check its title and
 hint (``[checks."<step>.<n>"]``). Chinese is the lab's language and the default; Korean and
 English are complete too (a test proves every key and placeholder exists in all three).
+``messages/glossary.toml`` fixes the word for each lab term in each language (the lab's own
+Chinese word first, then kubernetes.io/zh-cn and /ko); tests/test_feedback.py holds all three
+catalogs to it, and renders every check's failures to make sure no internals reach a learner.
 
 The TOML files are the source. ``messages/catalogs.json`` is the same data compiled (``python
 -m gpushare.messages``), because importing ``tomllib`` and parsing costs some 40 ms of every
@@ -103,7 +106,11 @@ def render_value(value: Any, lang: str) -> str:
 
     if value is None:
         return ""
-    if isinstance(value, list | tuple):  # a list of values, in the language's way of listing
+    # A tuple enumerates names (keys, nodes: "yes、no、partial"), a list strings clauses
+    # together ("4 of 5 right; wrong: ..."): each in the language's own punctuation.
+    if isinstance(value, tuple):
+        return label("enum_sep", lang).join(render_value(v, lang) for v in value)
+    if isinstance(value, list):
         return label("list_sep", lang).join(render_value(v, lang) for v in value)
     if isinstance(value, T):
         template = catalog(lang)["values"].get(value.key) or catalog("en")["values"].get(
@@ -128,6 +135,20 @@ def label(key: str, lang: str) -> str:
     return catalog(lang)["labels"][key]
 
 
+def step_name(step: int, lang: str) -> str:
+    """A step's name (``[labels] step<N>``); a new step without one yet is shown by number."""
+    for source in (lang, "en"):
+        name = catalog(source)["labels"].get(f"step{step}")
+        if name:
+            return str(name)
+    return f"{label('step', lang)} {step}" if "step" in catalog(lang)["labels"] else f"{step}"
+
+
+def labelled(key: str, value: str, lang: str) -> str:
+    """``<label><sep><value>``, punctuated as the language does: "预期：8", "Expected: 8"."""
+    return f"{label(key, lang)}{label('sep', lang)}{value}"
+
+
 def render_failure(number: str, failure: CheckFailed, lang: str) -> str:
     """The learner's feedback for one failed check: problem, expected, found, where, hint."""
     lines = []
@@ -136,10 +157,10 @@ def render_failure(number: str, failure: CheckFailed, lang: str) -> str:
     for key in ("expected", "found", "where"):
         value = getattr(failure, key)
         if value is not None and value != "":
-            lines.append(f"{label(key, lang)}: {render_value(value, lang)}")
+            lines.append(labelled(key, render_value(value, lang), lang))
     text = hint(number, lang)
     if text:
-        lines.append(f"{label('hint', lang)}: {text}")
+        lines.append(labelled("hint", text, lang))
     return "\n".join(lines)
 
 

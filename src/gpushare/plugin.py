@@ -5,8 +5,11 @@ items include grader checks (``@check``), so the project's own tests never start
 When it wakes it drives a :class:`~gpushare.session.GradeSession`, the same one
 ``gpushare grade`` drives without pytest:
 
-- connects to the lab (``--kubeconfig`` as given, else the lab cluster, brought up like
-  ``gpushare up``); an unreachable cluster ends the run with exit status 2 and one line;
+- connects, in the session fixture ``lab``, when the first check that judges the cluster
+  runs (``--kubeconfig``, else ``$KUBECONFIG``, else the lab cluster, brought up like
+  ``gpushare up``); collection (``--collect-only``, ``-k``) starts nothing. A cluster that
+  cannot be reached ends the run with exit status 2 and one line; one that cannot be read
+  makes every check that judges it an error (JUnit ``<error>``) and the run exit 2;
 - starts, in the background, the cluster read and the runs of ``bin/check-request.sh`` so that
   checks only wait for what they read;
 - turns each check's failure into feedback in the learner's language, as the report's
@@ -33,8 +36,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--workdir", help="learner's work directory (default $GPUSHARE_WORKDIR or /root/gpushare)"
     )
-    group.addoption("--kubeconfig", help="grade this cluster as given; never start anything")
+    group.addoption(
+        "--kubeconfig",
+        help="grade this cluster as given, never start anything (default: $KUBECONFIG, else "
+        "the lab cluster)",
+    )
+    group.addoption("--context", help="kubeconfig context to grade (default: current-context)")
     group.addoption("--cluster", help="lab cluster name (default $GPUSHARE_CLUSTER or gpushare)")
+    group.addoption(
+        "--unsafe-no-sandbox",
+        dest="gpushare_unsafe_no_sandbox",
+        action="store_true",
+        help="run the learner's script unsandboxed even for a snapshot (trusted work only)",
+    )
+    group.addoption(
+        "--snapshot",
+        dest="gpushare_snapshot",
+        metavar="FILE",
+        help="grade this snapshot (.gpushare.tgz) offline: no cluster, no control plane",
+    )
     group.addoption("--lang", help="feedback language: zh (default), ko, en")
     group.addoption(
         "--json", dest="gpushare_json", metavar="FILE", help="write Gradescope-style results.json"
@@ -55,10 +75,17 @@ def pytest_configure(config: pytest.Config) -> None:
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
     wd = config.getoption("workdir")
+    workdir = Path(wd).expanduser() if wd else default_workdir()
+    snap = _load_snapshot(config)
+    if snap is not None:
+        workdir = snap.work_root
     gs = GradeSession(
-        workdir=Path(wd).expanduser() if wd else default_workdir(),
+        workdir=workdir,
+        snapshot=snap,
+        unsafe_no_sandbox=config.getoption("gpushare_unsafe_no_sandbox"),
         kubeconfig=config.getoption("kubeconfig"),
         cluster=config.getoption("cluster"),
+        context=config.getoption("context"),
         lang=lang,
         seed=config.getoption("gpushare_seed"),
         fixtures=Path(str(config.rootpath)) / "fixtures",
@@ -67,15 +94,52 @@ def pytest_configure(config: pytest.Config) -> None:
     if _targets_graders(config):
         # The learner's script runs are the slowest part of a grade: start them now, so they
         # overlap pytest's collection and the cluster read.
-        gs.start_runs()
+        try:
+            gs.start_runs()
+        except GradeError as exc:
+            pytest.exit(str(exc), returncode=2)
+
+
+SCRATCH_KEY = pytest.StashKey[Path]()
+
+
+def _load_snapshot(config: pytest.Config) -> Any:
+    """The ``--snapshot`` file, verified and unpacked into a scratch folder (removed at the
+    end); a bad one ends the run with exit status 2 and one line."""
+    path = config.getoption("gpushare_snapshot")
+    if not path:
+        return None
+    if config.getoption("kubeconfig") or config.getoption("context"):
+        raise pytest.UsageError("--snapshot grades the file alone: no --kubeconfig or --context")
+    import tempfile
+
+    from gpushare.snapshot import SnapshotError, load
+
+    scratch = Path(tempfile.mkdtemp(prefix="gpushare-grade-"))
+    config.stash[SCRATCH_KEY] = scratch
+    try:
+        return load(Path(path).expanduser(), scratch)
+    except SnapshotError as exc:
+        pytest.exit(f"gpushare: bad snapshot: {exc}", returncode=2)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    scratch = config.stash.get(SCRATCH_KEY, None)
+    if scratch is not None:
+        import shutil
+
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _targets_graders(config: pytest.Config) -> bool:
     """Whether this run was asked for the graders (a path argument in a ``graders`` folder).
 
-    Not when a selection (-k, -m) may leave step 6 out: its runs would only be waited for.
+    Not when a selection (-k, -m) may leave step 6 out: its runs would only be waited for;
+    and never for ``--collect-only``, which runs nothing.
     """
     if config.getoption("keyword", "") or config.getoption("markexpr", ""):
+        return False
+    if config.getoption("collectonly", False):
         return False
     for arg in config.args:
         path = Path(arg.split("::")[0]).resolve()
@@ -110,12 +174,15 @@ def pytest_collection_modifyitems(
         seen[number] = item.nodeid
     items.sort(key=lambda i: number_key(check_meta(i).get("number", "999.999")))
     gs = _session(config)
-    try:
-        gs.connect()
-    except GradeError as exc:
-        pytest.exit(str(exc), returncode=2)
-    if any(check_meta(i)["step"] == 6 for i in checks):
-        gs.start_runs()
+    if config.getoption("collectonly", False):
+        return
+    gs.active = True
+    if any("request_runs" in getattr(i, "fixturenames", ()) for i in checks):
+        try:
+            gs.start_runs()
+        except GradeError as exc:
+            gs.active = False
+            pytest.exit(str(exc), returncode=2)
     else:
         gs.drop_runs()
 
@@ -126,9 +193,28 @@ def grade_session(request: pytest.FixtureRequest) -> GradeSession:
 
 
 @pytest.fixture(scope="session")
-def lab(grade_session: GradeSession) -> Any:
-    """The cluster read (a :class:`~gpushare.labstate.LabState`), shared by every check."""
-    return grade_session.inputs()["lab"]
+def cluster_read(request: pytest.FixtureRequest, grade_session: GradeSession) -> GradeSession:
+    """Connects once, when the first check that judges the cluster runs, and starts the read
+    (with the dry-runs the collected grader modules declare)."""
+    modules = list(
+        {id(i.module): i.module for i in request.session.items if check_meta(i)}.values()
+    )
+    try:
+        grade_session.connect(modules)
+    except GradeError as exc:
+        grade_session.active = False  # no grade at all: no results.json, no summary
+        pytest.exit(str(exc), returncode=2)
+    return grade_session
+
+
+@pytest.fixture
+def lab(cluster_read: GradeSession) -> Any:
+    """The cluster read (a :class:`~gpushare.labstate.LabState`), shared by every check.
+
+    Raises ClusterUnreadable in setup when the grader could not read the cluster, so each
+    check that judges the cluster is an error (not a failure) in pytest's JUnit XML too.
+    """
+    return cluster_read.lab()
 
 
 @pytest.fixture(scope="session")
@@ -152,7 +238,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     gs = _session(item.config)
     if report.when == "call" or report.failed:
         if report.passed:
-            gs.record(meta, item.nodeid, True, "", False)
+            gs.record(meta, item.nodeid, True, "", "")
         else:
             exc = call.excinfo.value if call.excinfo else RuntimeError("unknown")
             text, error = gs.feedback(meta["number"], exc)
@@ -164,10 +250,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     gs = _session(session.config)
+    gs.close()  # the learner's runs end here whatever happened
     if not gs.active:
         return
-    gs.close()
     report = gs.report()
+    if not report.complete:  # could not grade: exit 2, as ``gpushare grade`` does
+        session.exitstatus = 2
     from _pytest.junitxml import xml_key
 
     xml = session.config.stash.get(xml_key, None)
@@ -185,7 +273,11 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         return
     from gpushare import terminal
 
+    report = gs.report()
     terminalreporter.write("\n")
+    if not report.complete:
+        terminalreporter.write_line(f"gpushare: could not grade: {report.could_not_grade}")
+        return
     terminalreporter.write(
-        terminal.render(gs.report(), color=terminalreporter.hasmarkup, feedback=False)
+        terminal.render(report, color=terminalreporter.hasmarkup, feedback=False)
     )

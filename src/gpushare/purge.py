@@ -7,16 +7,35 @@ we do the controller's work ourselves: discover every namespaced resource type, 
 collection, check that nothing is left, then remove the namespace's ``kubernetes`` finalizer.
 If anything is left (an object with a finalizer of its own), we do not force it: the caller
 falls back to waiting for the controller.
+
+Stepping around the hold has a price, and it caused a lost ConfigMap (issue 8). The controller
+still syncs every deleted namespace, keyed by NAME only: after its hold it GETs the namespace by
+name and, if that one is terminating, deletes every collection in it by name, pods first, with
+no check that the namespace is still the same object (UID). Its queue keeps the earliest due
+time of a key, so a namespace of the same name deleted less than 5 s before (the previous
+reset) makes that sync fall inside this reset's window: it reads the old namespace while it is
+still terminating, we finalize it, reset returns, the learner's new namespace of that name
+fills, and the controller's remaining collection deletes (ConfigMaps among them; pods were
+already done) remove the learner's objects. :func:`wait_namespace_controller` closes that
+window: reset returns only when no namespace sync that began before it is still running.
 """
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from gpushare.kubeapi import ApiError, Client
 
 WORKERS = 16
+# workqueue metrics of kube-controller-manager (k8s.io/client-go/util/workqueue): a Get
+# observes queue_duration, a Done observes work_duration, both at once and under the queue's
+# lock, so their difference is the number of syncs running right now
+_STARTED = "workqueue_queue_duration_seconds_count{"
+_FINISHED = "workqueue_work_duration_seconds_count{"
+# when the controller's metrics cannot be read: its hold plus a sync's usual length
+BLIND_WAIT = 7.0
 
 
 def namespaced_collections(client: Client) -> list[str]:
@@ -97,3 +116,76 @@ def _finalize(client: Client, ns: str) -> None:
     except ApiError as exc:
         if exc.status not in (404, 409):
             raise
+
+
+class ControllerUnknown(RuntimeError):
+    """The namespace controller's metrics could not be read."""
+
+
+def queue_counts(metrics_url: str, timeout: float = 3.0) -> tuple[int, int]:
+    """(syncs started, syncs finished) so far by the namespace controller, from its metrics.
+
+    kube-controller-manager serves ``/metrics`` without authentication on its secure port
+    (kwokctl's ``--authorization-always-allow-paths``), with a self-signed certificate made at
+    start: on loopback, reading counters, the certificate is not verified.
+    """
+    import http.client
+    import ssl
+    from urllib.parse import urlsplit
+
+    url = urlsplit(metrics_url)
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    conn = http.client.HTTPSConnection(url.hostname or "", url.port, timeout=timeout, context=ctx)
+    try:
+        conn.request("GET", url.path)
+        resp = conn.getresponse()
+        body = resp.read().decode(errors="replace")
+        if resp.status != 200:
+            raise ControllerUnknown(f"{metrics_url}: HTTP {resp.status}")
+    except (OSError, http.client.HTTPException) as exc:
+        raise ControllerUnknown(f"{metrics_url}: {exc}") from exc
+    finally:
+        conn.close()
+    counts: dict[str, int] = {}
+    for line in body.splitlines():
+        for prefix in (_STARTED, _FINISHED):
+            if line.startswith(prefix) and 'name="namespace"' in line:
+                counts[prefix] = round(float(line.rsplit(" ", 1)[1]))
+    if len(counts) != 2:  # renamed metrics must not read as "nothing running"
+        raise ControllerUnknown(f"{metrics_url}: no workqueue counters for the namespace queue")
+    return counts[_STARTED], counts[_FINISHED]
+
+
+def namespace_syncs_running(metrics_url: str) -> int:
+    """How many syncs the namespace controller is running at this moment."""
+    started, finished = queue_counts(metrics_url)
+    return started - finished
+
+
+def wait_namespace_controller(metrics_url: str | None, timeout: float = 30.0) -> float:
+    """Return once no namespace sync that began before this call is still running.
+
+    Called after the deleted namespaces are gone. A sync that starts from now on GETs the
+    namespace by name and finds it absent, or finds the learner's new one, not terminating,
+    and does nothing; only a sync already running can still delete by name. So one moment
+    with no sync running is enough (usually the first look: ~20 ms). Returns the time waited.
+    """
+    start = time.monotonic()
+    if metrics_url is None:
+        time.sleep(BLIND_WAIT)
+        return time.monotonic() - start
+    deadline = start + timeout
+    while True:
+        try:
+            if namespace_syncs_running(metrics_url) <= 0:
+                return time.monotonic() - start
+        except ControllerUnknown:
+            # e.g. a controller manager that is restarting: its old syncs died with it, but
+            # a new one may be about to run; the blind wait covers both
+            time.sleep(BLIND_WAIT)
+            return time.monotonic() - start
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the namespace controller was still busy after {timeout:.0f}s")
+        time.sleep(0.05)

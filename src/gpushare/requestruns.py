@@ -31,6 +31,25 @@ OUTPUT_CAP = 16 * 1024
 SAMPLES = ("over", "one", "none")
 
 
+STDERR_LINES = 6  # the end of a traceback: the exception and the lines that raised it
+STDERR_CHARS = 600
+
+
+def stderr_tail(text: str, lines: int = STDERR_LINES, chars: int = STDERR_CHARS) -> str:
+    """The last lines of a run's stderr, capped, for the learner to see their own error.
+
+    Control characters (terminal escapes included) are dropped: this is shown in the grader's
+    terminal, JSON and XML, where the learner's program must not paint or move anything.
+    """
+    kept = [
+        "".join(ch for ch in line if ch == "\t" or ch.isprintable()).rstrip()
+        for line in text.splitlines()
+    ]
+    kept = [line for line in kept if line.strip()][-lines:]
+    tail = "\n".join(kept)
+    return tail if len(tail) <= chars else "…" + tail[-(chars - 1) :]
+
+
 def _private_dir() -> Path:
     """A new directory only we can read, like ``tempfile.mkdtemp`` (without its imports)."""
     base = Path(os.environ.get("TMPDIR") or "/tmp")
@@ -93,8 +112,19 @@ class _Job:
 
 
 class RequestRuns:
-    def __init__(self, workdir: Path, seed: int) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        seed: int,
+        shown_workdir: str | None = None,
+        isolation: sandbox.Isolation | None = None,
+    ) -> None:
+        """``shown_workdir``: the work dir's path as the learner knows it, when ``workdir`` is
+        a snapshot's unpacked copy. ``isolation``: the bubblewrap sandbox every run goes in
+        (None: unsandboxed; see :mod:`gpushare.isolation` for when that is allowed)."""
+        self.isolation = isolation
         self.workdir = workdir
+        self.shown_workdir = shown_workdir or str(workdir.absolute())
         self.seed = seed
         self.script = workdir / SCRIPT
         self.problem = sandbox.check_runnable(self.script)
@@ -130,9 +160,16 @@ class RequestRuns:
         return ["/bin/sh", path]
 
     @classmethod
-    def start(cls, workdir: Path, fixtures: Path, seed: int) -> RequestRuns:
+    def start(
+        cls,
+        workdir: Path,
+        fixtures: Path,
+        seed: int,
+        shown_workdir: str | None = None,
+        isolation: sandbox.Isolation | None = None,
+    ) -> RequestRuns:
         """Start every run in the background; call from a thread that outlives them."""
-        runs = cls(workdir, seed)
+        runs = cls(workdir, seed, shown_workdir, isolation)
         try:
             runs._start(fixtures / "check-request")
         except BaseException:
@@ -148,7 +185,7 @@ class RequestRuns:
             # Started here, in the caller's thread: the supervisor ends with the thread that
             # started it.
             try:
-                self._supervisor = sandbox.Supervisor()
+                self._supervisor = sandbox.Supervisor(isolation=self.isolation)
             except (OSError, sandbox.SandboxError) as exc:
                 self._supervisor_error = str(exc)  # each run reports it
             for stem in SAMPLES:
@@ -176,6 +213,7 @@ class RequestRuns:
                     cwd=self.workdir,
                     timeout=TIMEOUT_S,
                     output_cap=OUTPUT_CAP,
+                    readable=[path],  # in the sandbox: the manifest, and nothing else of ours
                 )
             except sandbox.SandboxError as exc:
                 pending = str(exc)
@@ -190,12 +228,27 @@ class RequestRuns:
         outcome = job.wait() if job is not None else "the script could not be run"
         if isinstance(outcome, str):
             return CaseRun(case, None, outcome, False, "not_run")
+        self._as_shown(outcome, name)
         if outcome.timed_out:
             return CaseRun(case, outcome, None, False, "timeout")
         passed, reason = requestcases.judge(case, outcome.returncode or 0, outcome.stdout)
         if outcome.returncode is None or outcome.returncode < 0:
             passed, reason = False, "killed"
         return CaseRun(case, outcome, None, passed, reason)
+
+    def _as_shown(self, outcome: sandbox.RunResult, name: str) -> None:
+        """Our private paths in what the script printed, as the learner knows them.
+
+        A traceback names the manifest's path (in a private folder of this grade) and the
+        script's (in a snapshot's scratch folder when grading one): shown as the case's name
+        and the learner's own work dir, feedback is the same in every grade of the same work.
+        """
+        for attr in ("stdout", "stderr"):
+            text = getattr(outcome, attr)
+            if text:
+                text = text.replace(str(self._tmp / name / "manifest.yaml"), f"{name}.yaml")
+                text = text.replace(str(self.workdir.absolute()), self.shown_workdir)
+                setattr(outcome, attr, text)
 
     def sample(self, stem: str) -> CaseRun:
         return self.run(f"sample-{stem}")

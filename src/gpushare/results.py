@@ -35,6 +35,8 @@ class CheckResult(Record):
         "score",
         "step",
         "title",
+        "visibility",
+        "withheld",
     )
 
     def __init__(
@@ -47,14 +49,21 @@ class CheckResult(Record):
         score: int,
         passed: bool,
         output: str,
-        error: bool,
+        error: str,
         nodeid: str,
+        visibility: str = "visible",
+        withheld: bool = False,
     ) -> None:
+        """``error``: "" (the learner's own result), "cluster" (the grader could not read the
+        cluster: not a result at all) or "grader" (a bug of ours). ``visibility`` (Gradescope's
+        four values) and ``withheld`` (feedback reduced) are set by the instructor's policy,
+        :func:`gpushare.lms.policy.apply`."""
         self.number, self.step, self.title = number, step, title
         self.max_score, self.score, self.passed = max_score, score, passed
         self.output, self.error, self.nodeid = output, error, nodeid
+        self.visibility, self.withheld = visibility, withheld
 
-    def fail(self, output: str, error: bool) -> None:
+    def fail(self, output: str, error: str) -> None:
         self.passed = False
         self.score = 0
         self.output = output
@@ -68,15 +77,33 @@ class CheckResult(Record):
             "max_score": self.max_score,
             "status": "passed" if self.passed else "failed",
             "output": self.output,
-            "visibility": "visible",
-            "extra_data": {"step": self.step, "nodeid": self.nodeid, "grader_error": self.error},
+            "visibility": self.visibility,
+            "extra_data": {
+                "step": self.step,
+                "nodeid": self.nodeid,
+                "withheld": self.withheld,
+                "grader_error": self.error == "grader",
+                "could_not_grade": self.error == "cluster",
+                "timed_out": self.error == "timeout",
+            },
         }
 
 
 class Report(Record):
     """Every check of one grade, and what a regrade needs."""
 
-    __slots__ = ("checks", "execution_time", "lang", "seed", "server", "workdir")
+    __slots__ = (
+        "checks",
+        "cluster",
+        "could_not_grade",
+        "execution_time",
+        "lang",
+        "policy",
+        "seed",
+        "server",
+        "timed_out",
+        "workdir",
+    )
 
     def __init__(
         self,
@@ -87,9 +114,23 @@ class Report(Record):
         seed: int,
         workdir: str,
         server: str | None,
+        cluster: dict[str, str] | None = None,
+        could_not_grade: str | None = None,
+        timed_out: bool = False,
+        policy: str | None = None,
     ) -> None:
+        """``cluster``: what was graded (kubeconfig, context, cluster, server, user);
+        ``could_not_grade``: why the cluster could not be read, which voids the grade;
+        ``policy``: the visibility policy applied (:mod:`gpushare.lms.policy`), if any."""
         self.checks, self.execution_time, self.lang = checks, execution_time, lang
         self.seed, self.workdir, self.server = seed, workdir, server
+        self.cluster, self.could_not_grade = cluster, could_not_grade
+        self.timed_out, self.policy = timed_out, policy
+
+    @property
+    def complete(self) -> bool:
+        """Whether this is a grade at all: every check judged what it had to read."""
+        return self.could_not_grade is None
 
     @property
     def score(self) -> int:
@@ -103,10 +144,48 @@ class Report(Record):
     def all_passed(self) -> bool:
         return all(c.passed for c in self.checks)
 
-    def steps(self) -> dict[int, tuple[int, int, bool]]:
-        """step -> (score, max score, every check passed)."""
+    def visible(self) -> list[CheckResult]:
+        """The checks learners see now (the policy's ``visible`` ones)."""
+        return [c for c in self.checks if c.visibility == "visible"]
+
+    def not_visible(self) -> list[CheckResult]:
+        """The checks learners do not see now: hidden, or shown only later."""
+        return [c for c in self.checks if c.visibility != "visible"]
+
+    def verdict(self) -> str:
+        """The honest one-liner, or "" when some check learners see failed.
+
+        "All checks passed" only when every check is visible and passed; while any check is not
+        visible, at most "all visible checks passed" (otter-grader #138: learners told "All
+        tests passed" while hidden tests failed).
+        """
+        from gpushare import messages
+
+        if self.not_visible():
+            shown = self.visible()
+            ok = bool(shown) and all(c.passed for c in shown)
+            return messages.label("all_visible_passed", self.lang) if ok else ""
+        return messages.label("all_passed", self.lang) if self.all_passed else ""
+
+    def figures(self) -> str:
+        """The score as learners may read it: the visible checks' alone while some are not
+        visible (their points would tell how the hidden ones went), plus how many are not."""
+        from gpushare import messages
+        from gpushare.checks import T
+
+        hidden = self.not_visible()
+        if not hidden:
+            return f"{self.score}/{self.max_score}"
+        shown = self.visible()
+        score, top = sum(c.score for c in shown), sum(c.max_score for c in shown)
+        total = f"{messages.labelled('visible_total', f'{score}/{top}', self.lang)}"
+        more = T("not_shown", count=len(hidden), points=sum(c.max_score for c in hidden))
+        return f"{total}\n{messages.render_value(more, self.lang)}"
+
+    def steps(self, checks: list[CheckResult] | None = None) -> dict[int, tuple[int, int, bool]]:
+        """step -> (score, max score, every check passed), of ``checks`` (default: all)."""
         out: dict[int, tuple[int, int, bool]] = {}
-        for c in self.checks:
+        for c in self.checks if checks is None else checks:
             s, m, ok = out.get(c.step, (0, 0, True))
             out[c.step] = (s + c.score, m + c.max_score, ok and c.passed)
         return out
@@ -125,13 +204,20 @@ class Report(Record):
             "lang": self.lang,
             "workdir": self.workdir,
             "server": self.server,
+            "cluster": self.cluster,
+            "complete": self.complete,
+            "could_not_grade": self.could_not_grade,
+            "timed_out": self.timed_out,
+            "policy": self.policy,
         }
 
     def properties(self) -> dict[str, str]:
+        """JUnit testsuite properties: no score at all when the grade could not be taken."""
         meta = self.metadata()
-        return {
-            "score": str(self.score),
+        props = {
+            "score": str(self.score) if self.complete or self.timed_out else "",
             "max_score": str(self.max_score),
+            "complete": "true" if self.complete else "false",
             "seed": str(self.seed),
             "lang": self.lang,
             "tool_version": meta["tool_version"],
@@ -139,18 +225,51 @@ class Report(Record):
             "kubernetes_version": versions.KUBERNETES,
             "etcd_version": versions.ETCD,
         }
+        if self.could_not_grade:
+            props["could_not_grade"] = self.could_not_grade
+        props["verdict"] = self.verdict()
+        if self.policy:  # what learners see: the same wording and figures as results.json
+            props["policy"] = self.policy
+            shown = self.visible()
+            props["visible_score"] = str(sum(c.score for c in shown))
+            props["visible_max_score"] = str(sum(c.max_score for c in shown))
+            props["not_visible"] = " ".join(
+                f"{c.number}:{c.visibility}" for c in self.not_visible()
+            )
+        for key, value in (self.cluster or {}).items():
+            if value is not None:
+                props[key] = str(value)
+        return props
 
     def as_json(self) -> dict[str, Any]:
-        return {
+        """Gradescope's results.json. A grade that could not be taken carries no ``score``
+        (nor do its tests): an LMS must not record the checks that could not read as zeros.
+        """
+        verdict = self.verdict()
+        out: dict[str, Any] = {
             "score": self.score,
             "max_score": self.max_score,
             "execution_time": round(self.execution_time, 3),
-            "output": f"{self.score}/{self.max_score}",
+            "output": f"{self.figures()}\n{verdict}" if verdict else self.figures(),
             "visibility": "visible",
             "stdout_visibility": "hidden",
             "tests": [c.as_test() for c in self.checks],
             "extra_data": self.metadata(),
         }
+        if self.timed_out:  # finished checks keep their scores: a partial grade, marked so
+            out["output"] = (
+                f"Incomplete: {self.could_not_grade}. The checks that finished are scored; "
+                f"the others are errors. So far: {self.figures()}"
+            )
+        elif not self.complete:
+            del out["score"]
+            for test in out["tests"]:
+                del test["score"]
+            out["output"] = (
+                f"Could not grade: {self.could_not_grade}. This is not a score: the grader could "
+                "not read the cluster. Nothing was judged; grade again once it can."
+            )
+        return out
 
     def write_json(self, path: Path) -> None:
         """Write atomically: an LMS polling the file never reads half of it."""

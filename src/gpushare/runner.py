@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -68,19 +69,51 @@ def load_checks(graders: Path, steps: set[int] | None = None) -> list[Check]:
     return sorted(found, key=lambda c: number_key(c.meta["number"]))
 
 
-def run(session: GradeSession, checks: list[Check]) -> dict[str, float]:
-    """Call each check with the inputs it names; record its outcome. nodeid -> seconds."""
-    inputs = session.inputs()
+def run(
+    session: GradeSession, checks: list[Check], *, deadline: float | None = None
+) -> tuple[dict[str, float], bool]:
+    """Call each check with the inputs it names; record its outcome.
+
+    Returns (nodeid -> seconds, whether every check finished). With a ``deadline``
+    (``time.monotonic()``), the checks run in a thread of their own; when the deadline
+    strikes, the checks that finished keep their results and each unfinished one becomes an
+    error that says what was still running.
+    """
     durations: dict[str, float] = {}
+    current: list[Check] = []
+    if deadline is None:
+        _run_all(session, checks, durations, current)
+        return durations, True
+    worker = threading.Thread(
+        target=_run_all, args=(session, checks, durations, current), name="checks", daemon=True
+    )
+    worker.start()
+    worker.join(max(0.0, deadline - time.monotonic()))
+    if not worker.is_alive():
+        return durations, True
+    running = current[-1].meta["number"] if current else None
+    session.time_out([c.meta for c in checks], [c.nodeid for c in checks], running)
+    return durations, False
+
+
+def _run_all(
+    session: GradeSession, checks: list[Check], durations: dict[str, float], current: list[Check]
+) -> None:
+    inputs = session.inputs()
     for check in checks:
-        kwargs = {p: inputs[p] for p in check.parameters()}
+        current.append(check)
         t0 = time.perf_counter()
         try:
+            kwargs = {p: session.lab() if p == "lab" else inputs[p] for p in check.parameters()}
             check.function(**kwargs)
         except Exception as exc:
             text, error = session.feedback(check.meta["number"], exc)
             session.record(check.meta, check.nodeid, False, text, error)
         else:
-            session.record(check.meta, check.nodeid, True, "", False)
+            session.record(check.meta, check.nodeid, True, "", "")
         durations[check.nodeid] = time.perf_counter() - t0
-    return durations
+
+
+def modules(checks: list[Check]) -> list[Any]:
+    """The grader modules of ``checks`` (where a step declares its dry-runs)."""
+    return list({c.classname: sys.modules[c.classname] for c in checks}.values())

@@ -27,8 +27,14 @@ a Python interpreter per run cost some 30 ms of CPU, which on two cores is a goo
 one-second grade. Only reapers are subreapers, never the grader: a subreaper grader would
 silently collect every orphan of every tool it runs.
 
-This is hygiene, not a security boundary: the script runs as the grader's user, with its
-filesystem and network, and could signal the grader itself. Linux only.
+Every run is also capped in memory, processes, CPU time and file size (:mod:`gpushare.limits`,
+:data:`DEFAULT_LIMITS`).
+
+By itself this is hygiene, not a security boundary: the script runs as the grader's user, with
+its filesystem and network, and could signal the grader itself. A supervisor given an
+:class:`gpushare.isolation.Isolation` starts each run in a bubblewrap sandbox instead (its own
+namespaces, read-only binds of only what the script needs, no network), which is the boundary
+needed to run other people's scripts; see :mod:`gpushare.isolation`. Linux only.
 """
 
 from __future__ import annotations
@@ -44,10 +50,16 @@ import stat
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from gpushare.limits import Limits
 from gpushare.records import Record
+
+# Not ``typing.TYPE_CHECKING``: importing ``typing`` costs a grade's start-up.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from gpushare.isolation import Isolation
 
 # Where the ``gpushare`` package lives, for the master's ``sys.path`` (``-I`` leaves it out).
 _PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -67,6 +79,16 @@ _STATUS_CAP = 4096
 _MASTER_EXIT_S = 5.0
 # Descriptors a forked master closes: all of ours above stdin, stdout and stderr.
 _MAX_FD = os.sysconf("SC_OPEN_MAX")
+# The descriptor on which bubblewrap writes its status (a pipe the reaper reads).
+_BWRAP_STATUS_FD = 3
+
+MIB = 1024 * 1024
+# The caps of every run unless a supervisor is given others. Far above what the lab's script
+# needs (bash, awk, or python3 with PyYAML: some 30 MiB and a handful of processes; a Go `yq`
+# reserves 600 MiB of address space), far below what would hurt a shared machine.
+DEFAULT_LIMITS = Limits(
+    memory=512 * MIB, address_space=1024 * MIB, processes=64, cpu_seconds=10, file_size=64 * MIB
+)
 
 
 class RunResult(Record):
@@ -79,12 +101,21 @@ class RunResult(Record):
     of the whole run in seconds, from the request to the end of the cleanup. ``leftover_killed``
     counts the processes other than the script's own that were still alive at the end and had to
     be killed: background jobs and daemons it left behind, plus, after a timeout or an output
-    flood, the children it was still running.
+    flood, the children it was still running. In the bubblewrap sandbox those die with the
+    sandbox's pid namespace as soon as the script exits, so there it is mostly 0.
+
+    ``limits_hit`` names the caps the run ran into, where they can be seen: ``processes`` (a fork
+    failed at the cgroup's cap, or the watchdog ended the run: then ``returncode`` is -9) and
+    ``memory`` (the cgroup's OOM killer struck); a process over its RLIMIT_AS cap just fails to
+    allocate. ``isolated`` says whether the run was in the bubblewrap sandbox. There, a script
+    that dies of signal N reports ``128 + N`` (as a shell does), not -N.
     """
 
     __slots__ = (
         "duration",
+        "isolated",
         "leftover_killed",
+        "limits_hit",
         "returncode",
         "stderr",
         "stdout",
@@ -102,6 +133,8 @@ class RunResult(Record):
         truncated: bool,
         duration: float,
         leftover_killed: int,
+        limits_hit: tuple[str, ...] = (),
+        isolated: bool = False,
     ) -> None:
         self.returncode = returncode
         self.stdout = stdout
@@ -110,6 +143,8 @@ class RunResult(Record):
         self.truncated = truncated
         self.duration = duration
         self.leftover_killed = leftover_killed
+        self.limits_hit = limits_hit
+        self.isolated = isolated
 
     def __hash__(self) -> int:
         return hash(self._values())
@@ -239,9 +274,19 @@ class Supervisor:
     :meth:`close`, which also ends runs still going.
     """
 
-    def __init__(self, *, start: str = "auto") -> None:
+    def __init__(
+        self,
+        *,
+        start: str = "auto",
+        isolation: Isolation | None = None,
+        limits: Limits = DEFAULT_LIMITS,
+    ) -> None:
         """``start``: how to start the master, ``fork``, ``spawn`` or ``auto`` (fork when this
-        process has no other thread); tests use the first two."""
+        process has no other thread); tests use the first two. ``isolation``: run every script
+        in that bubblewrap sandbox (None: unsandboxed, as the grader's user). ``limits``: the
+        caps of every run."""
+        self.isolation = isolation
+        self.limits = limits
         if start not in ("auto", "fork", "spawn"):
             raise ValueError(f"start must be auto, fork or spawn, not {start!r}")
         if start != "fork" and not sys.executable:
@@ -274,6 +319,16 @@ class Supervisor:
             self._proc.kill()  # its reapers get SIGTERM (PDEATHSIG) and still clean up
             self._proc.wait()
 
+    @property
+    def isolated(self) -> bool:
+        """Whether runs are in the bubblewrap sandbox."""
+        return self.isolation is not None
+
+    @property
+    def mode(self) -> str:
+        """``isolated`` (the bubblewrap sandbox) or ``unisolated``, as reports name it."""
+        return "isolated" if self.isolation is not None else "unisolated"
+
     def run(
         self,
         argv: list[str],
@@ -282,9 +337,12 @@ class Supervisor:
         timeout: float = 5.0,
         output_cap: int = 64 * 1024,
         env: dict[str, str] | None = None,
+        readable: Sequence[Path] = (),
     ) -> RunResult:
         """Run ``argv`` (no shell) in ``cwd`` in a reaper of its own; see :func:`run_untrusted`."""
-        return self.submit(argv, cwd=cwd, timeout=timeout, output_cap=output_cap, env=env).result()
+        return self.submit(
+            argv, cwd=cwd, timeout=timeout, output_cap=output_cap, env=env, readable=readable
+        ).result()
 
     def submit(
         self,
@@ -294,14 +352,32 @@ class Supervisor:
         timeout: float = 5.0,
         output_cap: int = 64 * 1024,
         env: dict[str, str] | None = None,
+        readable: Sequence[Path] = (),
     ) -> Pending:
         """Start a run now; :meth:`Pending.result` (from any thread) waits for it.
 
         The script starts at once, whoever collects it and whenever: its time limit is kept by
         its reaper. Collect every submitted run, or close the supervisor (which ends them).
+
+        Sandboxed, the script sees ``cwd`` and the paths in ``readable`` (e.g. the manifest it
+        is given), read-only, and its environment is ``env`` (default: only the locale of
+        ours) with the sandbox's ``PATH``, ``HOME`` and ``TMPDIR``. Unsandboxed, ``readable``
+        changes nothing and ``env`` defaults to ours.
         """
         argv = _checked(argv, timeout, output_cap)
-        request = _encode_request(argv, cwd, timeout, os.environ if env is None else env)
+        status_fd = None
+        if self.isolation is not None:
+            problem = _exec_problem(argv[0], cwd)
+            if problem is not None:
+                return _Failed(problem)
+            env = self.isolation.environment(env)
+            argv = self.isolation.command(
+                argv, cwd=cwd, readable=readable, status_fd=_BWRAP_STATUS_FD
+            )
+            status_fd = _BWRAP_STATUS_FD
+        request = _encode_request(
+            argv, cwd, timeout, os.environ if env is None else env, self.limits, status_fd
+        )
         start = time.monotonic()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
@@ -324,7 +400,33 @@ class Supervisor:
         finally:
             for fd in (out_w, err_w, st_w, ctl_r):
                 os.close(fd)
-        return Pending(argv, cwd, start, start + timeout, output_cap, ours)
+        return Pending(
+            argv, cwd, start, start + timeout, output_cap, ours, isolated=status_fd is not None
+        )
+
+
+def _exec_problem(path: str, cwd: Path) -> OSError | None:
+    """Why execve would refuse ``path``, checked before a sandboxed run; None if it would not.
+
+    Inside the sandbox the command is started by bwrap's ``execvp``, which runs a file without
+    ``#!`` through ``/bin/sh`` instead of failing with ENOEXEC as unsandboxed runs do. Checking
+    here keeps both modes alike (the file is the same: bound read-only). Names without a slash
+    are searched on the sandbox's PATH, by bwrap.
+    """
+    if "/" not in path:
+        return None
+    full = os.path.join(cwd, path)
+    try:
+        st = os.stat(full)
+        if stat.S_ISDIR(st.st_mode) or not os.access(full, os.X_OK):
+            return PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
+        with open(full, "rb") as fh:
+            head = fh.read(4)
+    except OSError as exc:
+        return type(exc)(exc.errno, exc.strerror, path)
+    if head[:2] != b"#!" and head != b"\x7fELF":
+        return OSError(errno.ENOEXEC, os.strerror(errno.ENOEXEC), path)
+    return None
 
 
 class Pending:
@@ -338,9 +440,12 @@ class Pending:
         deadline: float,
         output_cap: int,
         fds: list[int],
+        *,
+        isolated: bool = False,
     ) -> None:
         self._argv, self._cwd, self._start = argv, cwd, start
         self._deadline, self._output_cap, self._fds = deadline, output_cap, fds
+        self._isolated = isolated
 
     def result(self) -> RunResult:
         """Wait for the run; raise OSError if it could not start, SandboxError on our failure."""
@@ -361,7 +466,7 @@ class Pending:
             if word == "pid" and rest.isdigit():
                 script_pid = int(rest)
             elif word == "done":
-                rc, timed_out, leftovers = rest.split()
+                rc, timed_out, leftovers, hit = rest.split()
                 return RunResult(
                     returncode=None if rc == "none" else int(rc),
                     stdout=out.decode("utf-8", "replace"),
@@ -370,7 +475,11 @@ class Pending:
                     truncated=truncated,
                     duration=duration,
                     leftover_killed=int(leftovers),
+                    limits_hit=() if hit == "-" else tuple(hit.split(",")),
+                    isolated=self._isolated,
                 )
+            elif word == "unstarted":
+                raise _bwrap_failure(err.decode("utf-8", "replace"))
             elif word in ("exec", "cwd"):
                 code = int(rest) if rest.isdigit() else 0
                 where = str(cwd) if word == "cwd" else argv[0]
@@ -387,6 +496,36 @@ class Pending:
         )
 
 
+class _Failed(Pending):
+    """A run refused before it started: :meth:`result` raises why."""
+
+    def __init__(self, error: OSError) -> None:  # no pipes: Pending.__init__ does not apply
+        self._error = error
+
+    def result(self) -> RunResult:
+        raise self._error
+
+
+# "bwrap: execvp NAME: STRERROR" back to an errno, so a sandboxed exec failure reads as one.
+_ERRNO_OF = {os.strerror(code): code for code in errno.errorcode}
+
+
+def _bwrap_failure(stderr: str) -> Exception:
+    """What bubblewrap's last message means when it could not start the command.
+
+    ``execvp`` failures (the script or its interpreter is not found in the sandbox) become the
+    OSError an unsandboxed exec raises; anything else (a bind that failed...) is ours.
+    """
+    lines = [line for line in stderr.splitlines() if line.startswith("bwrap: ")]
+    last = lines[-1][len("bwrap: ") :] if lines else stderr.strip()[-500:]
+    if last.startswith("execvp "):
+        name, _, why = last[len("execvp ") :].rpartition(": ")
+        code = _ERRNO_OF.get(why)
+        if code is not None:
+            return OSError(code, why, name)
+    return SandboxError(f"the sandbox could not start the script: {last}")
+
+
 def run_untrusted(
     argv: list[str],
     *,
@@ -394,6 +533,9 @@ def run_untrusted(
     timeout: float = 5.0,
     output_cap: int = 64 * 1024,
     env: dict[str, str] | None = None,
+    readable: Sequence[Path] = (),
+    isolation: Isolation | None = None,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> RunResult:
     """Run ``argv`` (no shell) in ``cwd`` under a supervisor; see the module docstring for why.
 
@@ -407,8 +549,10 @@ def run_untrusted(
     starts and ends a supervisor of its own; for many runs, share a :class:`Supervisor`.
     """
     argv = _checked(argv, timeout, output_cap)
-    with Supervisor() as supervisor:
-        return supervisor.run(argv, cwd=cwd, timeout=timeout, output_cap=output_cap, env=env)
+    with Supervisor(isolation=isolation, limits=limits) as supervisor:
+        return supervisor.run(
+            argv, cwd=cwd, timeout=timeout, output_cap=output_cap, env=env, readable=readable
+        )
 
 
 def _checked(argv: list[str], timeout: float, output_cap: int) -> list[str]:
@@ -426,7 +570,14 @@ def _checked(argv: list[str], timeout: float, output_cap: int) -> list[str]:
     return argv
 
 
-def _encode_request(argv: list[str], cwd: Path, timeout: float, env: Mapping[str, str]) -> bytes:
+def _encode_request(
+    argv: list[str],
+    cwd: Path,
+    timeout: float,
+    env: Mapping[str, str],
+    limits: Limits,
+    status_fd: int | None,
+) -> bytes:
     """The master's wire format (see ``_Request``), refusing what execve could not take."""
     entries = []
     for key, value in env.items():
@@ -436,7 +587,14 @@ def _encode_request(argv: list[str], cwd: Path, timeout: float, env: Mapping[str
     cwd_b = os.fsencode(os.fspath(cwd))
     if b"\0" in cwd_b:
         raise ValueError("cwd must not contain NUL characters")
-    fields = [b"run", repr(float(timeout)).encode(), cwd_b, str(len(argv)).encode()]
+    fields = [
+        b"run",
+        repr(float(timeout)).encode(),
+        cwd_b,
+        limits.encode(),
+        b"" if status_fd is None else str(status_fd).encode(),
+        str(len(argv)).encode(),
+    ]
     return b"\0".join([*fields, *map(os.fsencode, argv), *entries])
 
 

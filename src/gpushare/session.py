@@ -14,16 +14,43 @@ from pathlib import Path
 
 from gpushare import messages, results
 from gpushare.checks import CheckFailed, T
-from gpushare.kubeapi import ApiError, Unreachable
+from gpushare.kubeapi import ApiError, KubeconfigError, Unreachable
+from gpushare.labstate import ClusterUnreadable
 from gpushare.workdir import Workdir
 
 TYPE_CHECKING = False  # not ``typing`` at run time: see gpushare.records
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from typing import Any
 
 
 class GradeError(Exception):
     """Grading cannot happen (cluster unreachable, bad kubeconfig): one line, exit status 2."""
+
+
+def choose_isolation(snapshot: bool, unsafe_no_sandbox: bool) -> Any:
+    """The bubblewrap sandbox for the learner's runs, by whose work is graded.
+
+    Someone else's work (a snapshot) runs only in the sandbox, unless the instructor passed
+    ``--unsafe-no-sandbox``; a learner grading their own work in their pod uses it where it
+    runs, and is told once when it does not. GradeError (exit 2) when a snapshot cannot be
+    graded safely here.
+    """
+    from gpushare import isolation
+
+    if snapshot:
+        try:
+            return isolation.require(unsafe_no_sandbox=unsafe_no_sandbox)
+        except isolation.IsolationUnavailable as exc:
+            raise GradeError(f"gpushare: {exc}") from None
+    if unsafe_no_sandbox:
+        return None
+    found, notice = isolation.for_own_work()
+    if notice:
+        import sys
+
+        print(f"gpushare: {notice}", file=sys.stderr)
+    return found
 
 
 class GradeSession:
@@ -33,19 +60,25 @@ class GradeSession:
         workdir: Path,
         kubeconfig: str | None,
         cluster: str | None,
+        context: str | None = None,
         lang: str,
         seed: int | None,
         fixtures: Path | None = None,
         runs: Any = None,
         started: float | None = None,
+        snapshot: Any = None,
+        unsafe_no_sandbox: bool = False,
     ) -> None:
         """``runs``: the learner's runs if the caller started them already (``gpushare grade``
-        does, before importing this module), with the same workdir, fixtures and seed."""
+        does, before importing this module), with the same workdir, fixtures and seed.
+        ``snapshot``: a loaded :class:`~gpushare.snapshot.Snapshot` to grade instead of a
+        cluster (``workdir`` is then its unpacked work dir)."""
         from gpushare.locations import default_fixtures
         from gpushare.requestruns import new_seed
 
         self.workdir = workdir
         self.kubeconfig = kubeconfig
+        self.context = context
         self.cluster = cluster
         self.lang = lang
         self.seed: int = seed if seed is not None else new_seed()
@@ -53,88 +86,192 @@ class GradeSession:
         self.started = started if started is not None else time.monotonic()
         self.results: dict[str, results.CheckResult] = {}
         self.server: str | None = None
+        self.identity: dict[str, Any] | None = None  # what was graded, once connected
+        self.snapshot = snapshot
+        self.unsafe_no_sandbox = unsafe_no_sandbox
+        self.could_not_grade: str | None = None  # why, when the cluster could not be read
+        self.timed_out = False  # the deadline struck: finished checks keep their results
+        self.sealed = False
         self.state: Any = None
         self.runs: Any = runs
         self.active = False
-        self.work = Workdir(workdir)  # one per session: it caches parsed files
+        # one per session: it caches parsed files
+        self.work = Workdir(workdir, snapshot.recorded if snapshot else None)
 
     def start_runs(self) -> None:
         """Start the learner script's runs (the slowest part of a grade) in the background."""
         if self.runs is None:
             from gpushare.requestruns import RequestRuns
 
-            self.runs = RequestRuns.start(self.workdir, self.fixtures, self.seed)
+            shown = self.snapshot.manifest.get("workdir") if self.snapshot else None
+            isolation = choose_isolation(self.snapshot is not None, self.unsafe_no_sandbox)
+            self.runs = RequestRuns.start(self.workdir, self.fixtures, self.seed, shown, isolation)
 
     def drop_runs(self) -> None:
         if self.runs is not None:
             self.runs.close()
             self.runs = None
 
-    def connect(self) -> None:
-        """Reach the cluster (starting the lab unless a kubeconfig is given), start the read."""
-        from gpushare.kubeapi import Client, KubeconfigError
+    def connect(self, grader_modules: Iterable[Any] = ()) -> None:
+        """Reach the cluster and start its read, with the dry-runs the graders declare.
+
+        Which cluster: ``--kubeconfig``, else ``$KUBECONFIG``, else the lab, started if it is
+        not running (see :mod:`gpushare.kubeconfigs`). Anything that keeps us from talking
+        to it is a :class:`GradeError`: one line, exit status 2.
+        """
+        from gpushare import kubeconfigs
         from gpushare.labstate import LabState
 
         self.active = True
-        where = f"--kubeconfig {self.kubeconfig}"
+        if self.snapshot is not None:  # the cluster as captured: no apiserver at all
+            manifest = self.snapshot.manifest
+            self.identity = {
+                **manifest["cluster"],
+                "snapshot": str(self.snapshot.path),
+                "snapshot_sha256": self.snapshot.digest,
+                "learner": manifest["learner"],
+                "captured_at": manifest["captured_at"],
+            }
+            self.server = self.identity.get("server")
+            self.state = LabState.recorded(self.snapshot.cluster)
+            return
+        target = kubeconfigs.resolve(self.kubeconfig, self.context, self.cluster)
         try:
-            if self.kubeconfig:
-                client = Client.from_kubeconfig(self.kubeconfig, timeout=3.0)
-            else:
+            if target.is_lab:
                 from gpushare import cluster as lab_cluster
 
-                lab = lab_cluster.up(self.cluster)
-                client = lab.client(timeout=3.0)
-                where = f"cluster {lab.name}"
+                lab_cluster.up(target.cluster)
+            client, identity = kubeconfigs.connect(target, timeout=3.0)
+            self.identity = identity.as_dict()
             self.server = client.server
             client.get("/version")
             client.timeout = 10.0
         except KubeconfigError as exc:
             raise GradeError(f"gpushare: {exc}") from None
         except Unreachable as exc:
+            hint = (
+                "Start the lab with `make up` (or `gpushare up`)"
+                if target.is_lab
+                else "Check that cluster"
+            )
             raise GradeError(
-                f"gpushare: {exc} ({where}). Start the lab with `make up` "
-                "(or `gpushare up`), or pass --kubeconfig FILE for another cluster."
+                f"gpushare: could not grade: {exc} ({target.source} {target.kubeconfig}). "
+                f"{hint}, or pass --kubeconfig FILE for another cluster."
             ) from None
         except ApiError as exc:
             raise GradeError(
-                f"gpushare: the apiserver refused us ({exc}); check the kubeconfig"
+                f"gpushare: could not grade: the apiserver at {self.server} refused us ({exc}); "
+                f"check the credentials in {target.kubeconfig}"
             ) from None
-        except Exception as exc:  # a cluster that cannot be brought up: one line, exit 2
-            raise GradeError(f"gpushare: cannot start the lab cluster: {exc}") from None
-        self.state = LabState(client).start()
+        except Exception as exc:  # anything else on the way: one line, exit 2
+            if target.is_lab:
+                raise GradeError(f"gpushare: cannot start the lab cluster: {exc}") from None
+            raise GradeError(f"gpushare: could not grade ({target.kubeconfig}): {exc}") from None
+        dry_runs: list[tuple[str, dict[str, Any]]] = []
+        reads: dict[str, str] = {}
+        for module in grader_modules:  # what a step reads beyond LabState.QUERIES
+            reads.update(getattr(module, "READS", None) or {})
+            declare = getattr(module, "dry_runs", None)
+            if callable(declare):
+                dry_runs.extend(declare(self.work))
+        self.state = LabState(client, dry_runs, reads).start()
+
+    def _graded(self) -> dict[str, Any] | None:
+        if self.identity is None or self.snapshot is not None:
+            return self.identity
+        return {**self.identity, "uid": self.cluster_uid()}
+
+    def cluster_uid(self) -> str | None:
+        """The kube-system namespace's uid: which cluster this is, whatever its address."""
+        value = self.state.get("kube-system").value if self.state else None
+        return ((value or {}).get("metadata") or {}).get("uid")
+
+    def lab(self) -> Any:
+        """The cluster read, once all of it is in; ClusterUnreadable if any part is not.
+
+        Every check that judges the cluster waits for the whole read, so that under both entry
+        points the same checks become errors when the grader could not read.
+        """
+        problem = self.state.wait_all()
+        if problem is not None:
+            raise problem
+        return self.state
 
     def inputs(self) -> dict[str, Any]:
-        """What a check may ask for, by parameter name."""
-        return {"lab": self.state, "work": self.work, "request_runs": self.runs}
+        """What a check may ask for, by parameter name (``lab`` is :meth:`lab`, on demand)."""
+        return {"work": self.work, "request_runs": self.runs}
 
-    def close(self) -> None:
-        if self.state is not None:
+    def close(self, wait: bool = True) -> None:
+        """End the learner's runs; wait for the cluster read unless a deadline struck (a
+        read may then be the very thing that hangs)."""
+        if self.state is not None and wait:
             self.state.close()
+            shutdown = getattr(self.state.client, "shutdown", None)  # the official client's pool
+            if shutdown is not None:
+                shutdown()
         self.drop_runs()
 
     # -- outcomes -------------------------------------------------------------------
 
-    def feedback(self, number: str, exc: BaseException) -> tuple[str, bool]:
-        """(the learner's feedback, whether it is a grader error) for a check that raised."""
-        if isinstance(exc, ApiError | Unreachable):
-            # the cluster could not be read: the check fails, but it is not a grader bug
-            exc = CheckFailed(problem=T("api_error", error=str(exc)[:300]))
+    def feedback(self, number: str, exc: BaseException) -> tuple[str, str]:
+        """(the learner's feedback, the kind of error) for a check that raised.
+
+        The kind is "" for the learner's own failure, "cluster" when the grader could not read
+        the cluster (the grade is void: exit 2, no score), "grader" for a bug of ours.
+        """
+        if isinstance(exc, ApiError | Unreachable):  # a read outside LabState: same verdict
+            exc = ClusterUnreadable("the cluster", str(exc))
+        if isinstance(exc, ClusterUnreadable):
+            if self.could_not_grade is None:
+                self.could_not_grade = str(exc)[:500]
+            return messages.render_failure(
+                number, CheckFailed(problem=T("api_error", error=str(exc)[:300])), self.lang
+            ), "cluster"
         if isinstance(exc, CheckFailed):
-            return messages.render_failure(number, exc, self.lang), False
-        return messages.render_error(number, exc, self.lang), True
+            return messages.render_failure(number, exc, self.lang), ""
+        return messages.render_error(number, exc, self.lang), "grader"
+
+    def time_out(
+        self, metas: list[dict[str, Any]], nodeids: list[str], running: str | None
+    ) -> None:
+        """The deadline struck: every check without a result becomes an error saying what was
+        still running; later results of the checks' thread are ignored."""
+        seconds = round(time.monotonic() - self.started, 1)
+        self.timed_out = True
+        self.could_not_grade = (
+            f"the time limit struck after {seconds}s, while check {running or '-'} was running"
+        )
+        for meta, nodeid in zip(metas, nodeids, strict=True):
+            if meta["number"] in self.results:
+                continue
+            what = "running" if meta["number"] == running else "not started"
+            text = messages.render_failure(
+                meta["number"],
+                CheckFailed(problem=T("timed_out", seconds=seconds, state=T(f"timed_out_{what}"))),
+                self.lang,
+            )
+            self._store(meta, nodeid, False, text, "timeout")
+        self.sealed = True
 
     def headline(self, number: str) -> str:
         return f"{number} {messages.title(number, self.lang)}"
 
     def record(
-        self, meta: dict[str, Any], nodeid: str, passed: bool, output: str, error: bool
+        self, meta: dict[str, Any], nodeid: str, passed: bool, output: str, error: str
     ) -> None:
+        if self.sealed:  # after a time-out: the results are final
+            return
         number = meta["number"]
         if number in self.results:
             if not passed:  # a teardown failure after a pass: the check is failed after all
                 self.results[number].fail(output, error)
             return
+        self._store(meta, nodeid, passed, output, error)
+
+    def _store(
+        self, meta: dict[str, Any], nodeid: str, passed: bool, output: str, error: str
+    ) -> None:
+        number = meta["number"]
         self.results[number] = results.CheckResult(
             number=number,
             step=meta["step"],
@@ -156,4 +293,7 @@ class GradeSession:
             seed=self.seed,
             workdir=str(self.workdir),
             server=self.server,
+            cluster=self._graded(),
+            could_not_grade=self.could_not_grade,
+            timed_out=self.timed_out,
         )

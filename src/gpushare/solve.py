@@ -69,9 +69,18 @@ def run_cli(args: argparse.Namespace) -> int:
         steps = [int(s) for s in args.steps.split(",")] if args.steps else None
     except ValueError:
         steps = [0]
-    if steps and not set(steps) <= set(range(1, 9)):
-        print("gpushare: --steps takes comma-separated step numbers 1 to 8", file=sys.stderr)
+    from gpushare import runner
+    from gpushare.locations import graders_dir
+
+    known = sorted({c.meta["step"] for c in runner.load_checks(graders_dir())})
+    if steps and not set(steps) <= set(known):
+        print(f"gpushare: --steps takes comma-separated step numbers of {known}", file=sys.stderr)
         return 2
-    solve(workdir, kubeconfig=args.kubeconfig, cluster_name=args.cluster, steps=steps)
+    from gpushare import kubeconfigs
+
+    # --kubeconfig, else $KUBECONFIG (kubectl merges the list itself), else the lab
+    target = kubeconfigs.resolve(args.kubeconfig, None, args.cluster)
+    kubeconfig = None if target.is_lab else target.kubeconfig
+    solve(workdir, kubeconfig=kubeconfig, cluster_name=args.cluster, steps=steps)
     print(f"reference solution applied; work directory: {workdir}")
     return 0

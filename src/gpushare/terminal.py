@@ -41,14 +41,44 @@ def render(report: Report, *, color: bool, feedback: bool = True) -> str:
     ok_word, fail_word = messages.label("pass", lang), messages.label("fail", lang)
     out: list[str] = []
     out.append(paint(BOLD, messages.label("summary_title", lang)))
-    for step, (score, max_score, ok) in sorted(report.steps().items()):
+    # under an instructor's policy only the visible checks count here: the points of the
+    # others would tell how they went (see gpushare.lms.policy)
+    shown = report.visible()
+    for step, (score, max_score, ok) in sorted(report.steps(shown).items()):
         mark = paint(GREEN, ok_word) if ok else paint(RED, fail_word)
-        name = _pad(messages.label(f"step{step}", lang), 34)
+        name = _pad(messages.step_name(step, lang), 34)
         out.append(f"  {step}. {name} {score:>3}/{max_score:<3} {mark}")
-    total = f"{messages.label('total', lang)}: {report.score}/{report.max_score}"
-    out.append(paint(BOLD, "  " + total))
+    if len(shown) == len(report.checks):
+        total = f"{messages.label('total', lang)}: {report.score}/{report.max_score}"
+        out.append(paint(BOLD, "  " + total))
+    else:
+        first, *rest = report.figures().splitlines()
+        out.append(paint(BOLD, "  " + first))
+        out.extend("  " + line for line in rest)
+    verdict = report.verdict()
+    if verdict:
+        out.append(paint(GREEN, "  " + verdict))
     out.append(paint(DIM, f"  seed={report.seed}  lang={lang}  workdir={report.workdir}"))
-    failed = [c for c in report.checks if not c.passed]
+    graded = report.cluster or {}
+    if graded.get("snapshot"):  # what was judged, so nobody grades the wrong one unseen
+        out.append(paint(DIM, f"  snapshot={graded['snapshot']}"))
+        out.append(
+            paint(
+                DIM,
+                f"  learner={graded.get('learner')}  captured_at={graded.get('captured_at')}"
+                f"  sha256={str(graded.get('snapshot_sha256'))[:12]}",
+            )
+        )
+    elif graded:
+        out.append(
+            paint(
+                DIM,
+                f"  kubeconfig={graded['kubeconfig']} ({graded['kubeconfig_source']})"
+                f"  context={graded['context'] or '-'}",
+            )
+        )
+        out.append(paint(DIM, f"  server={graded['server']}  user={graded['user'] or '-'}"))
+    failed = [c for c in shown if not c.passed]
     if feedback and failed:
         out.append("")
         out.append(paint(BOLD, messages.label("failures_title", lang)))

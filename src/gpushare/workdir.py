@@ -9,6 +9,7 @@ point at ``k8s/mig-job.yaml:14``.
 
 from __future__ import annotations
 
+import os
 import stat
 from pathlib import Path
 
@@ -74,39 +75,106 @@ class FileProblem(Record):
         return f"{self.path}:{self.line}" if self.line else self.path
 
 
+def yaml_kind(value: Any) -> T:
+    """What a YAML value is, in the learner's words (never a Python type name)."""
+    if isinstance(value, dict):
+        return T("yaml_type_mapping")
+    if isinstance(value, list):
+        return T("yaml_type_list")
+    if isinstance(value, bool):
+        return T("yaml_type_boolean")
+    if isinstance(value, int | float):
+        return T("yaml_type_number")
+    if value is None:
+        return T("yaml_type_null")
+    if isinstance(value, str):
+        return T("yaml_type_string")
+    return T("yaml_type_other")  # dates and timestamps, binary: YAML types we never expect
+
+
 def load_yaml_text(text: str, origin: str, first_line: int = 1) -> list[Any] | FileProblem:
-    """All documents of ``text``; a syntax error is a FileProblem at its line and column."""
+    """All documents of ``text``; a syntax error is a FileProblem at its line and column.
+
+    PyYAML's own description of the error is kept (in English): it names the token, which a
+    translation could not; the sentence around it is the learner's language.
+    """
     try:
         docs = list(yaml.load_all(text, Loader=_LineLoader))
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        line = (mark.line + first_line) if mark else None
-        col = (mark.column + 1) if mark else 0
         what = " ".join(filter(None, [exc.context, exc.problem])) or "syntax error"
+        if mark is None:
+            return FileProblem(origin, T("yaml_invalid_nowhere", error=what))
+        line = mark.line + first_line
         return FileProblem(
-            origin, T("yaml_invalid", line=line or "?", column=col, error=what), line
+            origin, T("yaml_invalid", line=line, column=mark.column + 1, error=what), line
         )
     except (yaml.YAMLError, RecursionError, ValueError) as exc:
-        return FileProblem(origin, T("yaml_invalid", line="?", column="?", error=str(exc)[:200]))
+        return FileProblem(origin, T("yaml_invalid_nowhere", error=str(exc)[:200]))
     return docs
+
+
+def link_outside(root: Path, rel: str) -> str | None:
+    """Where ``root/rel`` really leads when that is outside ``root`` (a link), else None."""
+    base = os.path.realpath(root)
+    real = os.path.realpath(os.path.join(base, rel))
+    if real == base or real.startswith(base + os.sep):
+        return None
+    return real
+
+
+def recorded_problem(rel: str, entry: dict[str, Any]) -> FileProblem:
+    """The problem a snapshot's record of ``rel`` stands for (see :class:`Workdir`)."""
+    kind = entry.get("kind")
+    if kind == "link_outside":
+        return FileProblem(rel, T("file_link_outside", target=str(entry.get("target"))))
+    if kind == "too_large":
+        return FileProblem(rel, T("file_too_large", size=entry.get("size"), limit=MAX_BYTES))
+    return FileProblem(rel, T("file_not_regular"))
 
 
 class Workdir:
     """The learner's work directory (``k8s/``, ``bin/``, ``out/``)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, recorded: dict[str, dict[str, Any]] | None = None) -> None:
+        """``recorded``: what a snapshot kept instead of a path's content (a link pointing out
+        of the work dir, a FIFO, a file over the size cap), so that grading the snapshot gives
+        the verdict that grading the live work dir gave."""
         self.root = root
+        self.recorded = recorded or {}
         self._objects: dict[str, list[LineDict] | FileProblem] = {}
 
     def __repr__(self) -> str:
         return f"Workdir(root={self.root!r})"
 
+    def _recorded(self, rel: str) -> FileProblem | None:
+        """The snapshot's record for ``rel`` or for a folder on its way (``k8s`` -> /tmp)."""
+        parts = rel.split("/")
+        for n in range(len(parts), 0, -1):
+            entry = self.recorded.get("/".join(parts[:n]))
+            if entry is not None:
+                rest = parts[n:]
+                if rest and entry.get("kind") == "link_outside":
+                    entry = {**entry, "target": os.path.join(str(entry["target"]), *rest)}
+                return recorded_problem(rel, entry)
+        return None
+
     def path(self, rel: str) -> Path:
         return self.root / rel
 
     def read_text(self, rel: str) -> str | FileProblem:
-        """The file's text with CRLF folded to LF; or why it cannot be read as text."""
+        """The file's text with CRLF folded to LF; or why it cannot be read as text.
+
+        Only files inside the work dir count: a link that leads out of it is a problem here,
+        as in a snapshot, which records such a link and never follows it.
+        """
         p = self.path(rel)
+        recorded = self._recorded(rel)
+        if recorded is not None:
+            return recorded
+        outside = link_outside(self.root, rel)
+        if outside is not None:
+            return FileProblem(rel, T("file_link_outside", target=outside))
         try:
             st = p.stat()
         except FileNotFoundError:
@@ -169,7 +237,7 @@ class Workdir:
         for doc in docs:
             if not isinstance(doc, dict):
                 return FileProblem(
-                    rel, T("yaml_not_object", found=type(doc).__name__), getattr(doc, "line", None)
+                    rel, T("yaml_not_object", found=yaml_kind(doc)), getattr(doc, "line", None)
                 )
             if doc.get("kind") == "List" and isinstance(doc.get("items"), list):
                 out.extend(i for i in doc["items"] if isinstance(i, dict))

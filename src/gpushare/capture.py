@@ -1,0 +1,74 @@
+"""``gpushare snapshot``: capture a learner's cluster and work dir into one hashed file.
+
+Capture reads exactly what grading reads, through the same :class:`GradeSession` connect
+(the same kubeconfig precedence, the same dry-runs the graders declare), so a snapshot holds
+every answer a later grade needs, and grading it gives the verdicts a live grade gives at
+that moment. It is read-only, like grading.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from gpushare import runner, snapshot
+from gpushare.locations import default_workdir, graders_dir
+from gpushare.session import GradeError, GradeSession
+
+
+def take(
+    workdir: Path,
+    *,
+    kubeconfig: str | None = None,
+    cluster: str | None = None,
+    context: str | None = None,
+    learner: str | None = None,
+    out: Path | None = None,
+) -> Path:
+    """Capture and write; GradeError (one line) when the cluster cannot be read."""
+    session = GradeSession(
+        workdir=workdir,
+        kubeconfig=kubeconfig,
+        cluster=cluster,
+        context=context,
+        lang="en",
+        seed=0,
+    )
+    try:
+        session.connect(runner.modules(runner.load_checks(graders_dir())))
+        problem = session.state.wait_all()
+        if problem is not None:
+            raise GradeError(f"gpushare: could not capture the cluster: {problem}")
+        captured = snapshot.build(
+            learner=learner or snapshot.default_learner(),
+            cluster=session.state.export(),
+            identity=session._graded() or {},
+            workdir=workdir,
+            runtime=snapshot.learner_runtime(),
+        )
+    finally:
+        session.close()
+    return snapshot.write(captured, out)
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    workdir = Path(args.workdir).expanduser() if args.workdir else default_workdir()
+    try:
+        path = take(
+            workdir,
+            kubeconfig=args.kubeconfig,
+            cluster=args.cluster,
+            context=args.context,
+            learner=args.learner,
+            out=Path(args.out).expanduser() if args.out else None,
+        )
+    except (GradeError, snapshot.SnapshotError) as exc:
+        msg = str(exc)
+        print(msg if msg.startswith("gpushare:") else f"gpushare: {msg}", file=sys.stderr)
+        return 2
+    print(path)
+    print(f"captured in {time.monotonic() - started:.2f}s", file=sys.stderr)
+    return 0

@@ -1,0 +1,297 @@
+"""``gpushare class grade``: every learner's latest snapshot, graded in parallel, into one folder.
+
+The folder holds ``<learner>/results.json`` and ``junit.xml``, ``grades.csv`` and
+``report.html``. A bad snapshot, a grade past its time limit or a grading process that dies
+is an error row of its own; the others are graded as if nothing happened. The seed of each
+submission's unseen cases comes from ``--seed`` and the snapshot's content hash, so grading
+the same files again with the same graders writes the same ``grades.csv``, and so do N shards
+merged (``class merge``).
+
+Exit status: 0 the class folder was written (error rows included: they are listed, and have
+no score), 2 nothing could be graded at all (no snapshot found, bad options, no sandbox).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpushare.classroom import diff as regrade
+from gpushare.classroom import gradebook, inputs, pool, report
+from gpushare.classroom.gradebook import CheckInfo, Row
+from gpushare.classroom.inputs import InputError
+from gpushare.classroom.progress import Progress
+from gpushare.classroom.texts import text
+
+DEFAULT_TIMEOUT = 60.0
+_GRACE = 15.0  # past --timeout, the worker is killed: the soft limit writes partial results first
+
+
+@dataclass
+class ClassRun:
+    """What a class grade wrote and measured."""
+
+    out: Path
+    rows: list[Row]
+    checks: list[CheckInfo]
+    lang: str
+    seed: int
+    diff: regrade.Diff | None
+    seconds: float
+    costs: list[dict[str, float]] = field(default_factory=list)  # per graded submission
+
+    @property
+    def errors(self) -> list[Row]:
+        return [r for r in self.rows if r.status == "error"]
+
+
+def default_jobs() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def resolve_lang(lang: str | None) -> str:
+    from gpushare import messages
+
+    try:
+        return messages.resolve_lang(lang)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+
+
+def grade_class(
+    paths: list[Path],
+    out: Path,
+    *,
+    jobs: int | None = None,
+    every: bool = False,
+    previous: Path | None = None,
+    seed: int = 0,
+    lang: str | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    shard: tuple[int, int] = (0, 1),
+    unsafe_no_sandbox: bool = False,
+    policy: Path | None = None,
+    progress: Callable[[int], Progress] | None = None,
+) -> ClassRun:
+    """Grade the class; raises :class:`InputError` (one line) when nothing can be graded.
+
+    ``progress(total)`` makes the progress display once the submissions are chosen.
+    """
+    started = time.monotonic()
+    lang = resolve_lang(lang)
+    if timeout <= 0:
+        raise InputError("--timeout must be more than 0 seconds")
+    found = inputs.find(paths)
+    if not found:
+        raise InputError(f"no snapshot (*.gpushare.tgz) in {', '.join(map(str, paths))}")
+    chosen = inputs.shard(inputs.select([inputs.describe(p) for p in found], every), *shard)
+    before = _previous(previous)
+    visibility = _policy(policy)
+    _require_sandbox(unsafe_no_sandbox)
+    from gpushare.classroom import worker
+
+    worker.preload()
+    checks = gradebook.catalog()
+    out.mkdir(parents=True, exist_ok=True)
+    folders = [s.folder(every) for s in chosen]
+    _drop_stale(out, set(folders))
+    tasks = []
+    for sub, folder in zip(chosen, folders, strict=True):
+        (out / folder).mkdir(parents=True, exist_ok=True)
+        tasks.append(
+            worker.Task(
+                snapshot=sub.path.resolve(),
+                folder=out / folder,
+                lang=lang,
+                seed=inputs.seed_for(seed, sub.digest),
+                timeout=timeout,
+                unsafe_no_sandbox=unsafe_no_sandbox,
+                checks=tuple(checks),
+                policy=visibility,
+            )
+        )
+    rows: list[Row] = []
+    costs: list[dict[str, float]] = []
+    shown = progress(len(tasks)) if progress else None
+
+    def done(index: int, payload: dict[str, Any], seconds: float) -> None:
+        row = gradebook.row_from_results(folders[index], payload["results"])
+        rows.append(row)
+        if row.status != "error":
+            costs.append({k: payload[k] for k in ("seconds", "cpu_ours", "cpu_learner")})
+        if shown:
+            shown.update(row.folder, row.status, row.score, seconds)
+
+    def failed(index: int, why: str, seconds: float) -> None:
+        task = tasks[index]
+        kind = "timeout" if "hard limit" in why else "grader"
+        results = gradebook.write_error(
+            task.folder, task.snapshot, why, kind, lang=lang, seed=task.seed, checks=checks
+        )
+        row = gradebook.row_from_results(folders[index], results)
+        rows.append(row)
+        if shown:
+            shown.update(row.folder, row.status, row.score, seconds)
+
+    scratch = Path(tempfile.mkdtemp(prefix="gpushare-class-"))
+    try:
+        pool.run(
+            tasks,
+            worker.grade_one,
+            jobs=max(1, jobs or default_jobs()),
+            limit=timeout + _GRACE,
+            on_result=done,
+            on_failure=failed,
+            init=worker.scratch_in(scratch),
+        )
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    rows = gradebook.ordered(rows)
+    return finish(out, rows, checks, lang, seed, previous, before, started, costs, shard[1] > 1)
+
+
+def finish(
+    out: Path,
+    rows: list[Row],
+    checks: list[CheckInfo],
+    lang: str,
+    seed: int,
+    previous: Path | None,
+    before: list[Row] | None,
+    started: float,
+    costs: list[dict[str, float]],
+    partial: bool = False,
+) -> ClassRun:
+    """Write grades.csv and report.html of ``rows`` (a run's, or merged shards')."""
+    changes = None
+    if previous is not None and before is not None:
+        changes = regrade.compare(str(previous), before, rows, partial=partial)
+    gradebook.write_csv(out, rows, checks)
+    report.write(out / report.REPORT_NAME, rows, checks, lang, seed=seed, diff=changes)
+    return ClassRun(out, rows, checks, lang, seed, changes, time.monotonic() - started, costs)
+
+
+def _previous(previous: Path | None) -> list[Row] | None:
+    """The earlier run's rows, read before anything is written (``--out`` may be the same)."""
+    if previous is None:
+        return None
+    if not previous.is_dir():
+        raise InputError(f"--previous {previous}: no such class folder")
+    rows = gradebook.load_rows(previous)
+    if not rows:
+        raise InputError(f"--previous {previous}: no <learner>/results.json in it")
+    return rows
+
+
+def _policy(path: Path | None) -> Any:
+    """The instructor's visibility policy: applied to every results.json, so the report, made
+    from them, shows only what learners may see."""
+    if path is None:
+        return None
+    from gpushare.grade import OptionError, _policy
+
+    try:
+        return _policy(str(path))
+    except OptionError as exc:
+        raise InputError(str(exc)) from None
+
+
+def _require_sandbox(unsafe: bool) -> None:
+    """Refuse once, up front, rather than fail every submission the same way."""
+    from gpushare import isolation
+
+    try:
+        isolation.require(unsafe_no_sandbox=unsafe)
+    except isolation.IsolationUnavailable as exc:
+        raise InputError(str(exc)) from None
+
+
+def _drop_stale(out: Path, keep: set[str]) -> None:
+    """Results of another run in the same folder would pass for this run's (the CSV, a merge):
+    remove those of submissions this run does not grade."""
+    for path in list(out.glob("*/results.json")) + list(out.glob("*/*/results.json")):
+        folder = path.parent.relative_to(out).as_posix()
+        if folder not in keep:
+            for name in ("results.json", "junit.xml"):
+                (path.parent / name).unlink(missing_ok=True)
+            try:
+                path.parent.rmdir()
+                if path.parent.parent != out:
+                    path.parent.parent.rmdir()
+            except OSError:
+                pass
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def summary(run: ClassRun) -> str:
+    """The terminal's summary: counts, scores, errors, the regrade diff, where things are."""
+    import statistics
+
+    lang = run.lang
+    graded = [r for r in run.rows if r.status != "error"]
+    scores = [r.score for r in graded if r.score is not None]
+    lines = [
+        text("summary", lang, n=len(run.rows), graded=len(graded), errors=len(run.errors))
+        + f" ({run.seconds:.1f}s)"
+    ]
+    if scores:
+        lines.append(
+            text(
+                "stats",
+                lang,
+                mean=f"{statistics.fmean(scores):.1f}",
+                median=f"{statistics.median(scores):g}",
+                low=min(scores),
+                high=max(scores),
+            )
+        )
+    for r in run.errors:
+        lines.append(f"  {r.folder}: {text('error', lang)}: {report._short(r.reason)}")
+    if run.diff is not None:
+        if run.diff.changes:
+            lines.append(text("changed", lang, n=len(run.diff.changes), previous=run.diff.previous))
+            words = {"new": text("new", lang), "gone": text("gone", lang)}
+            lines.extend(regrade.lines(run.diff, words))
+        else:
+            lines.append(text("unchanged", lang, previous=run.diff.previous, n=run.diff.compared))
+    lines.append(f"grades.csv:  {run.out / gradebook.CSV_NAME}")
+    lines.append(f"report.html: {run.out / report.REPORT_NAME}")
+    return "\n".join(lines) + "\n"
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    try:
+        shard = inputs.parse_shard(args.shard) if args.shard else (0, 1)
+        paths = [Path(p).expanduser() for p in args.paths]
+        run = grade_class(
+            paths,
+            Path(args.out).expanduser(),
+            jobs=args.jobs,
+            every=args.all,
+            previous=Path(args.previous).expanduser() if args.previous else None,
+            seed=args.seed,
+            lang=args.lang,
+            timeout=args.timeout,
+            shard=shard,
+            unsafe_no_sandbox=args.unsafe_no_sandbox,
+            policy=Path(args.policy).expanduser() if args.policy else None,
+            progress=Progress,
+        )
+    except InputError as exc:
+        print(f"gpushare: {exc}", file=sys.stderr)
+        return 2
+    sys.stdout.write(summary(run))
+    return 0

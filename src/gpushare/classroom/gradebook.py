@@ -1,0 +1,282 @@
+"""One row per submission, read back from its ``results.json``; ``grades.csv`` made from rows.
+
+Every output of a class grade (the CSV, the report, the regrade diff, a merge of shards) is
+made from the per-learner ``results.json`` files through :func:`row_from_results`, never from
+anything else a run kept in memory: a merge of shards therefore writes the very bytes of one
+unsharded run, and ``--previous`` can read any earlier class folder.
+
+A submission that could not be graded (a bad snapshot, a grade past its time limit, a grading
+process that died) gets a results.json too, made by :func:`error_results` in the shape of a
+grade that could not be taken: no score at all, every check an error saying why. Its CSV row
+has status ``error`` and empty score cells, so a gradebook import records no zero for it.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpushare.results import number_key
+
+CSV_NAME = "grades.csv"
+STATUSES = ("passed", "failed", "error")
+
+
+@dataclass(frozen=True)
+class CheckInfo:
+    """One check of the graders: its number, step and points."""
+
+    number: str
+    step: int
+    max_score: int
+    nodeid: str = ""
+    classname: str = ""
+
+
+@dataclass
+class Cell:
+    """One check of one submission."""
+
+    number: str
+    step: int
+    max_score: int
+    score: int | None  # None: not judged (an error)
+    passed: bool
+    error: str  # "" the learner's own result; "cluster", "grader", "timeout": not a result
+    output: str
+
+    @property
+    def state(self) -> str:
+        """passed, failed or error: what a regrade compares."""
+        if self.error:
+            return "error"
+        return "passed" if self.passed else "failed"
+
+
+@dataclass
+class Row:
+    """One graded (or ungradable) submission."""
+
+    learner: str  # the folder name under the class folder
+    snapshot: str  # the snapshot's file name
+    status: str  # passed, failed, error
+    score: int | None  # None for an error row
+    max_score: int
+    reason: str  # why there is no grade ("" for a grade)
+    seed: int | None
+    cells: dict[str, Cell] = field(default_factory=dict)
+    folder: str = ""  # relative to the class folder
+    lang: str = ""  # of the feedback
+
+    def step_scores(self) -> dict[int, int | None]:
+        """step -> points, None when a check of the step was not judged."""
+        out: dict[int, int | None] = {}
+        for cell in self.cells.values():
+            held = out.get(cell.step, 0)
+            out[cell.step] = None if held is None or cell.score is None else held + cell.score
+        return out
+
+
+def catalog() -> list[CheckInfo]:
+    """Every check of the graders, in number order (the CSV's columns)."""
+    from gpushare import runner
+    from gpushare.locations import graders_dir
+
+    return [
+        CheckInfo(c.meta["number"], c.meta["step"], c.meta["points"], c.nodeid, c.classname)
+        for c in runner.load_checks(graders_dir())
+    ]
+
+
+def row_from_results(folder: str, results: dict[str, Any]) -> Row:
+    """A row from a results.json as ``gpushare grade`` (or :func:`error_results`) wrote it."""
+    extra = results.get("extra_data") or {}
+    graded = extra.get("cluster") or {}
+    snapshot = Path(str(graded.get("snapshot") or "")).name
+    cells: dict[str, Cell] = {}
+    for test in results.get("tests") or []:
+        flags = test.get("extra_data") or {}
+        error = (
+            "timeout"
+            if flags.get("timed_out")
+            else "cluster"
+            if flags.get("could_not_grade")
+            else "grader"
+            if flags.get("grader_error")
+            else ""
+        )
+        number = str(test.get("number"))
+        score = test.get("score")
+        cells[number] = Cell(
+            number=number,
+            step=int(flags.get("step") or number.split(".")[0]),
+            max_score=int(test.get("max_score") or 0),
+            score=None if error or score is None else int(score),
+            passed=test.get("status") == "passed",
+            error=error,
+            output=str(test.get("output") or ""),
+        )
+    complete = extra.get("complete", True) is not False
+    if not complete:
+        status = "error"
+    elif all(c.passed for c in cells.values()):
+        status = "passed"
+    else:
+        status = "failed"
+    score = results.get("score")
+    return Row(
+        learner=folder.split("/")[0],
+        snapshot=snapshot,
+        status=status,
+        score=int(score) if status != "error" and score is not None else None,
+        max_score=int(results.get("max_score") or sum(c.max_score for c in cells.values())),
+        reason=str(extra.get("could_not_grade") or "") if status == "error" else "",
+        seed=extra.get("seed"),
+        cells=dict(sorted(cells.items(), key=lambda kv: number_key(kv[0]))),
+        folder=folder,
+        lang=str(extra.get("lang") or ""),
+    )
+
+
+def error_results(
+    snapshot: Path, reason: str, kind: str, *, lang: str, seed: int | None, checks: list[CheckInfo]
+) -> Any:
+    """A :class:`~gpushare.results.Report` for a submission that could not be graded: every
+    check an error of ``kind`` ("cluster" for a bad snapshot, "timeout", "grader") saying why,
+    no score. Written with the same writers as a grade, so an LMS reads it the same way."""
+    from gpushare import messages, results
+    from gpushare.classroom.texts import text as word
+
+    text = word("not_graded", lang, reason=reason[:300])
+    cells = [
+        results.CheckResult(
+            number=c.number,
+            step=c.step,
+            title=messages.title(c.number, lang),
+            max_score=c.max_score,
+            score=0,
+            passed=False,
+            output=text,
+            error=kind,
+            nodeid=c.nodeid or c.number,
+        )
+        for c in checks
+    ]
+    return results.Report(
+        checks=cells,
+        execution_time=0.0,
+        lang=lang,
+        seed=seed if seed is not None else 0,
+        workdir="",
+        server=None,
+        cluster={"snapshot": str(snapshot)},
+        could_not_grade=reason[:500] or "could not grade",
+    )
+
+
+def write_error(
+    folder: Path,
+    snapshot: Path,
+    reason: str,
+    kind: str,
+    *,
+    lang: str,
+    seed: int | None,
+    checks: list[CheckInfo],
+) -> dict[str, Any]:
+    """Write results.json and junit.xml of an ungradable submission; return the JSON."""
+    from gpushare import junit
+
+    report = error_results(snapshot, reason, kind, lang=lang, seed=seed, checks=checks)
+    report.write_json(folder / "results.json")
+    junit.write(
+        report,
+        folder / "junit.xml",
+        classnames={c.nodeid or c.number: c.classname or "graders" for c in checks},
+        durations={},
+        headline={c.number: c.number for c in checks},
+    )
+    return json.loads((folder / "results.json").read_text(encoding="utf-8"))
+
+
+def load_rows(class_dir: Path) -> list[Row]:
+    """Every row of a class folder, from ``<learner>/results.json`` (and, for a run with
+    ``--all``, ``<learner>/<snapshot>/results.json``); ordered as the CSV orders them."""
+    rows = []
+    for path in sorted(class_dir.glob("*/results.json")) + sorted(
+        class_dir.glob("*/*/results.json")
+    ):
+        folder = path.parent.relative_to(class_dir).as_posix()
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict):
+            rows.append(row_from_results(folder, data))
+    return ordered(rows)
+
+
+def ordered(rows: list[Row]) -> list[Row]:
+    return sorted(rows, key=lambda r: (r.learner, r.snapshot, r.folder))
+
+
+def columns(rows: list[Row], checks: list[CheckInfo]) -> tuple[list[int], list[str]]:
+    """The steps and check numbers of the CSV: the graders' and any a row holds."""
+    numbers = {c.number for c in checks} | {n for r in rows for n in r.cells}
+    steps = {c.step for c in checks} | {c.step for r in rows for c in r.cells.values()}
+    return sorted(steps), sorted(numbers, key=number_key)
+
+
+def csv_text(rows: list[Row], checks: list[CheckInfo]) -> str:
+    """grades.csv: learner, score, status, snapshot, ``step N`` per step, one per check.
+
+    Error rows have empty score cells; a check that was not judged (its grade timed out) is
+    empty too, and so is its step. Rows in learner order; Unix newlines; UTF-8.
+    """
+    steps, numbers = columns(rows, checks)
+    buf = io.StringIO()
+    out = csv.writer(buf, lineterminator="\n")
+    out.writerow(
+        ["learner", "score", "status", "snapshot", *[f"step {s}" for s in steps], *numbers]
+    )
+    for row in ordered(rows):
+        by_step = row.step_scores()
+        graded = row.status != "error"
+        out.writerow(
+            [
+                row.learner,
+                _num(row.score if graded else None),
+                row.status,
+                row.snapshot,
+                *[_num(by_step.get(s)) if row.cells else "" for s in steps],
+                *[_num(row.cells[n].score) if n in row.cells else "" for n in numbers],
+            ]
+        )
+    return buf.getvalue()
+
+
+def _num(value: int | None) -> str:
+    return "" if value is None else str(value)
+
+
+def write_csv(class_dir: Path, rows: list[Row], checks: list[CheckInfo]) -> Path:
+    return write_text(class_dir / CSV_NAME, csv_text(rows, checks))
+
+
+def write_text(path: Path, text: str) -> Path:
+    """Write atomically: a spreadsheet or a browser never reads half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+        fh.write(text)
+    mask = os.umask(0o022)  # mkstemp makes 0600; these are for sharing, as any new file
+    os.umask(mask)
+    os.chmod(tmp, 0o666 & ~mask)
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,106 @@
+"""One submission's grade inside a worker process: :func:`gpushare.grade.grade`, in-process.
+
+The worker writes the learner's ``results.json`` and ``junit.xml`` itself and hands back the
+JSON and what the grade cost: the worker's own CPU time (ours: unpacking, the cluster views,
+the checks, the outputs) and its children's (the learner's ``check-request.sh`` runs under
+their sandbox). A grade that struck its time limit may leave a checks thread behind, so that
+worker retires and a fresh one is forked for the next submission.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpushare.classroom import gradebook
+
+
+@dataclass(frozen=True)
+class Task:
+    """What a worker needs to grade one submission."""
+
+    snapshot: Path
+    folder: Path  # where results.json and junit.xml go
+    lang: str
+    seed: int
+    timeout: float
+    unsafe_no_sandbox: bool
+    checks: tuple[gradebook.CheckInfo, ...]
+    policy: Any = None  # gpushare.lms.policy.Policy: what learners see of each check
+
+
+def preload() -> None:
+    """Import everything a grade uses, once, in the parent: forked workers inherit it."""
+    import gpushare.grade
+    import gpushare.junit
+    import gpushare.labstate
+    import gpushare.requestruns
+    import gpushare.runner
+    import gpushare.session
+    import gpushare.snapshot  # noqa: F401
+
+
+def scratch_in(root: Path) -> Any:
+    """A worker initializer: every scratch folder of its grades under ``root``, which the
+    parent removes at the end (a killed worker cannot clean up after itself)."""
+
+    def init() -> None:
+        tempfile.tempdir = str(root)
+
+    return init
+
+
+def grade_one(task: Task) -> tuple[dict[str, Any], bool]:
+    """Grade ``task``; return (what the parent needs, whether this worker should retire)."""
+    from gpushare.grade import OptionError, Options, grade
+    from gpushare.session import GradeError
+    from gpushare.snapshot import SnapshotError
+
+    t0, c0 = time.monotonic(), os.times()
+    retire = False
+    try:
+        outcome = grade(
+            Options(
+                snapshot=task.snapshot,
+                lang=task.lang,
+                seed=task.seed,
+                timeout=task.timeout,
+                unsafe_no_sandbox=task.unsafe_no_sandbox,
+                policy=task.policy,
+            )
+        )
+        outcome.write(task.folder / "results.json", task.folder / "junit.xml")
+        results = json.loads((task.folder / "results.json").read_text(encoding="utf-8"))
+        retire = bool(outcome.report.timed_out) or threading.active_count() > 1
+    except (OptionError, SnapshotError, GradeError) as exc:
+        results = _error(task, str(exc), "cluster")
+    except Exception as exc:  # a bug of ours: this submission's row says so, the class goes on
+        results = _error(task, f"{type(exc).__name__}: {exc}", "grader")
+        retire = True
+    c1 = os.times()
+    return {
+        "results": results,
+        "seconds": time.monotonic() - t0,
+        "cpu_ours": (c1.user - c0.user) + (c1.system - c0.system),
+        "cpu_learner": (c1.children_user - c0.children_user)
+        + (c1.children_system - c0.children_system),
+    }, retire
+
+
+def _error(task: Task, reason: str, kind: str) -> dict[str, Any]:
+    reason = reason.removeprefix("gpushare: ")
+    return gradebook.write_error(
+        task.folder,
+        task.snapshot,
+        reason,
+        kind,
+        lang=task.lang,
+        seed=task.seed,
+        checks=list(task.checks),
+    )

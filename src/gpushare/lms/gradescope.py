@@ -1,0 +1,391 @@
+"""The Gradescope autograder: ``gpushare gradescope bundle`` builds it, ``... run`` is its body.
+
+The bundle is a zip in Gradescope's layout (gradescope-autograders.readthedocs.io, "Autograder
+Specifications"): ``setup.sh`` and ``run_autograder`` at its root, then this package
+(``src/gpushare``), the graders, the step 6 fixtures, a pinned ``requirements.txt``, the
+settings (:data:`SETTINGS`: deadline, language, sandbox) and the instructor's policy if any.
+Gradescope unpacks it into ``/autograder/source``, runs ``setup.sh`` once when it builds the
+image, and ``run_autograder`` once per submission with the upload in ``/autograder/submission``.
+Both scripts take their root from ``AUTOGRADER_ROOT`` (default ``/autograder``), so the same
+layout runs anywhere, and the tests run the real scripts in a temporary folder.
+
+Grading needs no kwok, no Go and no cluster: the learner uploads the snapshot ``make submit``
+wrote in the lab pod, which holds the cluster's answers. What the learner reads:
+
+- a snapshot: the grade, under the policy (:mod:`gpushare.lms.policy`), with a hard deadline
+  below Gradescope's 10 minutes, so a script that never ends still leaves partial results
+  (Gradescope's own limit would leave a 0 and no output at all);
+- no upload, or not a snapshot: what to upload and how (``make submit``), score 0;
+- a grade that could not be taken (an answer missing from the snapshot, the sandbox refused,
+  a bug of ours): no results.json at all, exit 2, the reason on stdout, which only
+  instructors see. Gradescope then shows "The autograder failed to execute correctly" and
+  records no score: the platform's own state for "not graded", where a results.json without a
+  score would be outside its specification (a score is required at the top or on every test)
+  and a 0 would be recorded as the learner's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import zipfile
+from pathlib import Path
+from typing import Any
+
+DEFAULT_ROOT = "/autograder"
+DEFAULT_TIMEOUT = 480.0  # Gradescope stops everything at 600 s; results must be out before
+SETTINGS = "gpushare-autograder.json"
+POLICY = "policy.toml"
+TEMPLATES = Path(__file__).with_name("templates")
+# What grading a snapshot imports beyond the standard library, pinned to the versions this
+# gpushare was tested with (the ones installed where the bundle is built).
+REQUIREMENTS = ("PyYAML", "psutil")
+EXIT_OK, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
+_ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # fixed: the same inputs give the same zip
+
+
+class BundleError(Exception):
+    """The bundle cannot be built; one line (exit 2)."""
+
+
+# --------------------------------------------------------------------------- the bundle
+
+
+def requirements() -> str:
+    """``name==version`` lines for :data:`REQUIREMENTS`, as installed here."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    lines = []
+    for name in REQUIREMENTS:
+        try:
+            lines.append(f"{name}=={version(name)}")
+        except PackageNotFoundError:
+            raise BundleError(f"{name} is not installed here; run make install first") from None
+    return "\n".join(lines) + "\n"
+
+
+def _package_files() -> list[tuple[str, Path]]:
+    """(name in the zip, file) for the package, graders and fixtures; no bytecode."""
+    import gpushare
+    from gpushare.locations import default_fixtures, graders_dir
+
+    package = Path(gpushare.__file__).parent
+    fixtures = default_fixtures()
+    graders = graders_dir()
+    if not (fixtures / "check-request").is_dir():
+        raise BundleError(f"the step 6 fixtures are not at {fixtures}/check-request")
+    found = sorted(graders.glob("test_step*.py"))
+    if not found:
+        raise BundleError(f"no graders at {graders}")
+    out: list[tuple[str, Path]] = []
+    for path in sorted(package.rglob("*")):
+        rel = path.relative_to(package)
+        if path.is_file() and "__pycache__" not in rel.parts and path.suffix != ".pyc":
+            out.append((f"src/gpushare/{rel.as_posix()}", path))
+    out += [(f"graders/{p.name}", p) for p in found]
+    for path in sorted(fixtures.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            out.append((f"fixtures/{path.relative_to(fixtures).as_posix()}", path))
+    return out
+
+
+def bundle(
+    out: Path,
+    *,
+    policy: Path | None = None,
+    timeout: float | None = None,
+    lang: str | None = None,
+    sandbox: str = "auto",
+) -> Path:
+    """Write the autograder zip; BundleError (one line) when it cannot be built.
+
+    The policy is checked here, so a typo fails on the instructor's machine, not on every
+    learner's submission; the language likewise.
+    """
+    from gpushare import __version__, messages
+    from gpushare.lms.policy import PolicyError, load
+
+    timeout = DEFAULT_TIMEOUT if timeout is None else float(timeout)
+    if not 0 < timeout < 600:
+        raise BundleError(f"--timeout {timeout:g}: give seconds below Gradescope's 600")
+    if sandbox not in ("auto", "require"):
+        raise BundleError(f"--sandbox {sandbox}: auto or require")
+    if lang is not None:
+        try:
+            lang = messages.resolve_lang(lang)
+        except ValueError as exc:
+            raise BundleError(str(exc)) from None
+    policy_bytes = None
+    if policy is not None:
+        try:
+            load(Path(policy))
+        except PolicyError as exc:
+            raise BundleError(str(exc)) from None
+        policy_bytes = Path(policy).read_bytes()
+    settings = {
+        "gpushare_version": __version__,
+        "timeout": timeout,
+        "lang": lang,
+        "sandbox": sandbox,
+        "policy": POLICY if policy_bytes is not None else None,
+    }
+    members: list[tuple[str, bytes, int]] = [
+        ("setup.sh", (TEMPLATES / "setup.sh").read_bytes(), 0o755),
+        ("run_autograder", (TEMPLATES / "run_autograder").read_bytes(), 0o755),
+        ("requirements.txt", requirements().encode(), 0o644),
+        (SETTINGS, (json.dumps(settings, indent=2) + "\n").encode(), 0o644),
+    ]
+    if policy_bytes is not None:
+        members.append((POLICY, policy_bytes, 0o644))
+    for name, path in _package_files():
+        members.append((name, path.read_bytes(), 0o644))
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}")
+    try:
+        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zf:
+            for name, data, mode in members:
+                info = zipfile.ZipInfo(name, _ZIP_TIME)
+                info.external_attr = (0o100000 | mode) << 16  # a regular file, its mode
+                info.compress_type = zipfile.ZIP_DEFLATED
+                zf.writestr(info, data)
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return out
+
+
+# --------------------------------------------------------------------------- run_autograder
+
+
+def find_upload(submission: Path) -> tuple[Path | None, str, dict[str, Any]]:
+    """(the file to grade, or None with a problem key and its parameters).
+
+    The one ``*.gpushare.tgz`` among the uploaded files; a single file of another name is
+    tried too (a learner may have renamed it: its content decides). Several snapshots are
+    refused rather than one picked: the learner says which.
+    """
+    from gpushare.snapshot import SUFFIX
+
+    files: list[Path] = []
+    if submission.is_dir():
+        for path in sorted(submission.rglob("*")):
+            rel = path.relative_to(submission)
+            if any(p.startswith(".") or p == "__MACOSX" for p in rel.parts):
+                continue  # .DS_Store and the like, which zip tools add
+            if path.is_file() and not path.is_symlink():
+                files.append(path)
+    if not files:
+        return None, "upload_missing", {}
+    snapshots = [f for f in files if f.name.endswith(SUFFIX)]
+    if len(snapshots) == 1:
+        return snapshots[0], "", {}
+    if len(snapshots) > 1:
+        return None, "upload_several", {"names": _names(snapshots, submission)}
+    if len(files) == 1:
+        return files[0], "", {}
+    return (
+        None,
+        "upload_wrong",
+        {
+            "name": _names(files, submission),
+            "reason": f"none of them is a {SUFFIX} file",
+        },
+    )
+
+
+def _names(files: list[Path], root: Path, most: int = 3) -> str:
+    """The learner's file names as they may appear in feedback: printable, short, a few."""
+    names = []
+    for path in files[:most]:
+        name = path.relative_to(root).as_posix()
+        name = "".join(ch if ch.isprintable() else "?" for ch in name)
+        names.append(name if len(name) <= 80 else name[:77] + "...")
+    more = len(files) - most
+    return ", ".join(names) + (f" (+{more})" if more > 0 else "")
+
+
+def upload_results(problem: str, params: dict[str, Any], lang: str, elapsed: float) -> dict:
+    """results.json for an upload that is not a snapshot: score 0, and what to upload."""
+    from gpushare import __version__, messages
+    from gpushare.checks import T
+
+    text = messages.render_value(T(problem, **params), lang)
+    return {
+        "score": 0,
+        "execution_time": round(elapsed, 3),
+        "output": text,
+        "output_format": "text",
+        "visibility": "visible",
+        "stdout_visibility": "hidden",
+        "extra_data": {
+            "tool": "gpushare",
+            "tool_version": __version__,
+            "upload_problem": problem,
+            "lang": lang,
+        },
+    }
+
+
+def gradescope_json(report: Any) -> dict[str, Any]:
+    """The report's results.json, held to Gradescope's specification.
+
+    Plain text everywhere (``output_format`` and the tests' formats ``text``): learners' file
+    names and script output reach the feedback, and under Gradescope's default
+    ``simple_format`` they would be read as HTML (``<your id>`` vanishing as a tag). The top
+    ``max_score``, which the specification does not have, moves into ``extra_data``.
+    """
+    data = report.as_json()
+    data["extra_data"]["max_score"] = data.pop("max_score")
+    data["output_format"] = "text"
+    data["test_output_format"] = "text"
+    data["test_name_format"] = "text"
+    return data
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """Atomically: Gradescope reads the file once, after run_autograder ends."""
+    import tempfile
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(data, fh, ensure_ascii=False, indent=2)
+        fh.write("\n")
+    os.replace(tmp, path)
+
+
+def _settings(source: Path) -> dict[str, Any]:
+    try:
+        data = json.loads((source / SETTINGS).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        data = {}
+    return {"timeout": DEFAULT_TIMEOUT, "lang": None, "sandbox": "auto", "policy": None, **data}
+
+
+def run(root: Path) -> int:
+    """Grade ``root/submission`` into ``root/results/results.json``; the exit status."""
+    started = time.monotonic()
+    source = root / "source"
+    results = root / "results" / "results.json"
+    results.unlink(missing_ok=True)  # a runner that reuses its root: no stale grade is read
+    settings = _settings(source)
+    # the bundle's graders and fixtures, whatever the package's own location says
+    os.environ["GPUSHARE_GRADERS"] = str(source / "graders")
+    os.environ["GPUSHARE_FIXTURES"] = str(source / "fixtures")
+    from gpushare import messages
+
+    try:
+        lang = messages.resolve_lang(settings["lang"])
+    except ValueError:
+        lang = messages.DEFAULT_LANG
+    upload, problem, params = find_upload(root / "submission")
+    if upload is None:
+        return _learner_problem(results, problem, params, lang, started)
+    print(f"gpushare: grading {upload.relative_to(root)}")
+    from gpushare.grade import OptionError, Options, grade
+    from gpushare.session import GradeError
+    from gpushare.snapshot import SnapshotError
+
+    try:
+        options = Options(
+            snapshot=upload,
+            lang=lang,
+            timeout=float(settings["timeout"]),
+            policy=_load_policy(source, settings),
+            unsafe_no_sandbox=_without_sandbox(settings),
+        )
+        outcome = grade(options, started)
+    except SnapshotError as exc:
+        name = _names([upload], root / "submission")
+        params = {"name": name, "reason": str(exc)}
+        return _learner_problem(results, "upload_wrong", params, lang, started)
+    except (OptionError, GradeError) as exc:
+        return _not_graded(str(exc))
+    report = outcome.report
+    if not report.complete and not report.timed_out:
+        print(json.dumps(report.as_json(), ensure_ascii=False, indent=2))
+        return _not_graded(f"could not grade: {report.could_not_grade}")
+    write_json(results, gradescope_json(report))
+    from gpushare import terminal
+
+    print(terminal.render(report, color=False), end="")
+    print(f"results.json: {results}")
+    if report.timed_out:
+        print(f"gpushare: could not finish: {report.could_not_grade}")
+    return outcome.exit_status
+
+
+def _load_policy(source: Path, settings: dict[str, Any]) -> Any:
+    if not settings.get("policy"):
+        return None
+    from gpushare.grade import OptionError
+    from gpushare.lms.policy import PolicyError, load
+
+    try:
+        return load(source / settings["policy"])
+    except PolicyError as exc:
+        raise OptionError(str(exc)) from None
+
+
+def _without_sandbox(settings: dict[str, Any]) -> bool:
+    """``auto``: grade without bubblewrap where the container cannot run it (Docker's default
+    seccomp profile refuses user namespaces); instructors read a note on stdout."""
+    if settings.get("sandbox") == "require":
+        return False
+    from gpushare import isolation
+
+    found = isolation.probe()
+    if found.isolation is None:
+        print(f"gpushare: note: grading without the sandbox: {found.reason}")
+        return True
+    return False
+
+
+def _learner_problem(
+    results: Path, problem: str, params: dict[str, Any], lang: str, started: float
+) -> int:
+    data = upload_results(problem, params, lang, time.monotonic() - started)
+    write_json(results, data)
+    print(f"gpushare: {problem}: {data['output']}")
+    return EXIT_FAILED
+
+
+def _not_graded(reason: str) -> int:
+    """No results.json: Gradescope's "failed to execute" state, no score recorded."""
+    print(reason if reason.startswith("gpushare:") else f"gpushare: {reason}")
+    print("gpushare: no results.json written: this submission is not graded (not a zero)")
+    return EXIT_ERROR
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    if args.gradescope_command == "bundle":
+        try:
+            path = bundle(
+                Path(args.out).expanduser(),
+                policy=Path(args.policy).expanduser() if args.policy else None,
+                timeout=args.timeout,
+                lang=args.lang,
+                sandbox=args.sandbox,
+            )
+        except (BundleError, OSError) as exc:
+            print(f"gpushare: {exc}", file=sys.stderr)
+            return EXIT_ERROR
+        with zipfile.ZipFile(path) as zf:
+            count = len(zf.namelist())
+        print(f"{path} ({path.stat().st_size // 1024} KiB, {count} files)")
+        return EXIT_OK
+    root = Path(args.root or os.environ.get("AUTOGRADER_ROOT") or DEFAULT_ROOT)
+    try:
+        return run(root)
+    except Exception:  # a bug of ours: not the learner's zero; the trace for instructors
+        import traceback
+
+        traceback.print_exc(file=sys.stdout)
+        return _not_graded("the autograder failed (the trace is above)")

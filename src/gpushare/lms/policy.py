@@ -1,0 +1,191 @@
+"""The instructor's visibility policy: which checks learners see, when, and in how much detail.
+
+A TOML file, per check or per step, with a default for the rest::
+
+    [default]                 # optional; these are the defaults
+    visibility = "visible"
+    show_expected = true
+
+    [steps.6]                 # every check of step 6 ...
+    visibility = "after_due_date"
+
+    [checks."6.5"]            # ... but this one never
+    visibility = "hidden"
+
+``visibility`` takes Gradescope's four values: ``visible``, ``hidden`` (never shown to
+learners), ``after_due_date``, ``after_published``. ``show_expected`` says whether a failed
+check's feedback shows what was expected and what was found. A check takes its own rule, else
+its step's, else the default.
+
+Why withholding replaces the whole feedback and not just two lines of it: a check's feedback
+is rendered prose, and its other lines carry the same facts (step 6's problem line names the
+unseen case that failed and its seed; its "where" names and describes that case; "found" is the
+learner's output on it, which may echo the case's container names). So a withheld feedback
+keeps none of them: a check that is not visible says only that its details are not shown; a
+visible check with ``show_expected = false`` says that, plus its hint, which by the house rules
+guides without giving the answer. A check that is not visible can never show expected values
+(``show_expected = true`` there is refused): nbgrader #917 and #1363 are hidden tests leaking
+through exactly that feedback.
+
+The policy is applied to the :class:`~gpushare.results.Report` once, before anything is
+written, by :func:`apply`; every output is made from that report, so results.json, the JUnit
+XML, the terminal and the class report hold the same redactions and the same honest wording
+("all visible checks passed" while any check is not visible, never "all passed").
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from gpushare.records import Record
+
+VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
+_RULE_KEYS = {"visibility", "show_expected"}
+_TOP_KEYS = {"default", "steps", "checks"}
+
+
+class PolicyError(Exception):
+    """The policy file cannot be used; one line saying where and why (exit 2)."""
+
+
+class Rule(Record):
+    """What learners see of one check."""
+
+    __slots__ = ("show_expected", "visibility")
+
+    def __init__(self, visibility: str = "visible", show_expected: bool | None = None) -> None:
+        self.visibility = visibility
+        # unset: shown only where the check itself is
+        self.show_expected = visibility == "visible" if show_expected is None else show_expected
+
+
+class Policy(Record):
+    """A parsed policy: a default rule, rules per step and per check, and where it came from."""
+
+    __slots__ = ("checks", "default", "name", "sha256", "steps")
+
+    def __init__(
+        self,
+        *,
+        default: Rule | None = None,
+        steps: dict[int, Rule] | None = None,
+        checks: dict[str, Rule] | None = None,
+        name: str = "",
+        sha256: str = "",
+    ) -> None:
+        self.default = default or Rule()
+        self.steps = steps or {}
+        self.checks = checks or {}
+        self.name, self.sha256 = name, sha256
+
+    def rule(self, number: str) -> Rule:
+        """The check's own rule, else its step's, else the default."""
+        if number in self.checks:
+            return self.checks[number]
+        step = int(number.split(".")[0])
+        return self.steps.get(step, self.default)
+
+    def describe(self) -> str:
+        """``<file name> sha256:<12 hex>``: which policy, as the outputs record it."""
+        return f"{self.name} sha256:{self.sha256[:12]}" if self.sha256 else self.name
+
+
+def known_checks() -> set[str]:
+    """Every check number of the lab (the catalogs title each one; a test keeps them whole)."""
+    from gpushare import messages
+
+    return set(messages.catalog("en")["checks"])
+
+
+def load(path: Path) -> Policy:
+    """Read and check a policy file; PolicyError (one line) when it cannot be used."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise PolicyError(f"cannot read the policy {path}: {exc.strerror or exc}") from None
+    import tomllib
+
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise PolicyError(f"the policy {path} is not valid TOML: {exc}") from None
+    return parse(data, name=path.name, sha256=hashlib.sha256(raw).hexdigest())
+
+
+def parse(data: dict[str, Any], *, name: str = "policy", sha256: str = "") -> Policy:
+    """A policy from TOML data. Unknown keys, steps and check numbers are refused: a typo
+    such as ``[checks."6.50"]`` would otherwise leave the check it meant visible."""
+    where = name
+    extra = set(data) - _TOP_KEYS
+    if extra:
+        raise PolicyError(f"{where}: unknown key {sorted(extra)[0]!r} (use default, steps, checks)")
+    default = _rule(data.get("default", {}), f"{where} [default]")
+    steps: dict[int, Rule] = {}
+    for key, value in _table(data.get("steps", {}), f"{where} [steps]").items():
+        if not (key.isdigit() and 1 <= int(key) <= 8):
+            raise PolicyError(f"{where}: [steps.{key}] is not a step of the lab (1 to 8)")
+        steps[int(key)] = _rule(value, f"{where} [steps.{key}]")
+    checks: dict[str, Rule] = {}
+    known = known_checks()
+    for key, value in _table(data.get("checks", {}), f"{where} [checks]").items():
+        if key not in known:
+            raise PolicyError(f'{where}: [checks."{key}"] is not a check of the lab')
+        checks[key] = _rule(value, f'{where} [checks."{key}"]')
+    return Policy(default=default, steps=steps, checks=checks, name=name, sha256=sha256)
+
+
+def _table(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise PolicyError(f"{where} must be a table")
+    return value
+
+
+def _rule(value: Any, where: str) -> Rule:
+    table = _table(value, where)
+    extra = set(table) - _RULE_KEYS
+    if extra:
+        raise PolicyError(f"{where}: unknown key {sorted(extra)[0]!r} (visibility, show_expected)")
+    visibility = table.get("visibility", "visible")
+    if visibility not in VISIBILITIES:
+        raise PolicyError(
+            f"{where}: visibility {visibility!r} is not one of {', '.join(VISIBILITIES)}"
+        )
+    show = table.get("show_expected")
+    if show is not None and not isinstance(show, bool):
+        raise PolicyError(f"{where}: show_expected must be true or false")
+    if show and visibility != "visible":
+        raise PolicyError(
+            f"{where}: a check that is not visible never shows expected values "
+            "(drop show_expected, or make it visible)"
+        )
+    return Rule(visibility, show)
+
+
+def apply(report: Any, policy: Policy | None) -> Any:
+    """Set every check's visibility and withhold feedback as the policy says; the same report.
+
+    Idempotent, so a caller (``gpushare grade``, the class report, ``run_autograder``) may
+    apply it whenever it holds a report; None leaves the report as it is (all visible).
+    """
+    if policy is None:
+        return report
+    from gpushare import messages
+    from gpushare.checks import T
+
+    report.policy = policy.describe()
+    lang = report.lang
+    for check in report.checks:
+        rule = policy.rule(check.number)
+        check.visibility = rule.visibility
+        if rule.show_expected or check.withheld or (check.passed and not check.output):
+            continue
+        lines = [messages.render_value(T("withheld"), lang)]
+        hint = messages.hint(check.number, lang)
+        if rule.visibility == "visible" and hint:
+            lines.append(messages.labelled("hint", hint, lang))
+        check.output = "\n".join(lines)
+        check.withheld = True
+    return report

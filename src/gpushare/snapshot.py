@@ -1,0 +1,391 @@
+"""A submission as one file: the learner's cluster answers and work dir, hashed.
+
+``<learner>-<UTC time>-<hash12>.gpushare.tgz`` is a gzip'd tar with, in this order:
+
+- ``manifest.json``: format version, learner, capture time, gpushare and lab versions, the
+  cluster's identity (the kube-system namespace's uid, the server, context and user), the
+  learner's python3 and PyYAML versions, what was recorded instead of content (links that
+  leave the work dir, FIFOs, files over the cap), the sha256 of every other member and of the
+  whole;
+- ``cluster.json``: every answer of the apiserver the graders read, taken at capture time
+  (the GETs and step 5's server-side dry-run), as :meth:`LabState.export` gives them;
+- ``work/...``: the work dir as it is: bytes and modes of regular files, folders, and links
+  that stay inside it (recorded, never followed).
+
+The whole hash is the sha256 of the sorted ``name sha256`` lines of the members: the
+content's identity, independent of tar and gzip metadata. Reading is defensive: size and count
+caps before anything is unpacked, only regular files, folders and links that stay inside,
+tarfile's ``data`` filter on top, every hash checked, and nothing written outside the scratch
+folder the caller gives. A bad snapshot is :class:`SnapshotError`: one line, exit 2.
+"""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+import io
+import json
+import os
+import re
+import stat
+import subprocess
+import tarfile
+import time
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpushare import __version__, versions
+from gpushare.workdir import MAX_BYTES, link_outside
+
+FORMAT = 1
+SUFFIX = ".gpushare.tgz"
+MAX_ARCHIVE = 32 * 1024 * 1024  # compressed, on disk
+MAX_UNPACKED = 64 * 1024 * 1024  # all members' sizes added up
+MAX_MEMBERS = 5000
+MAX_CLUSTER_JSON = 32 * 1024 * 1024
+_FIXED = ("manifest.json", "cluster.json")
+
+
+class SnapshotError(Exception):
+    """The snapshot cannot be written or graded; the message is one line saying why."""
+
+
+@dataclass
+class Captured:
+    """A snapshot in memory: what :func:`write` puts in the file."""
+
+    manifest: dict[str, Any]
+    cluster: dict[str, Any]
+    work: list[tuple[tarfile.TarInfo, bytes]] = field(default_factory=list)
+
+
+@dataclass
+class Snapshot:
+    """A verified snapshot, its work dir unpacked under the caller's scratch folder."""
+
+    path: Path
+    manifest: dict[str, Any]
+    cluster: dict[str, Any]
+    work_root: Path
+
+    @property
+    def digest(self) -> str:
+        return str(self.manifest["sha256"])
+
+    @property
+    def recorded(self) -> dict[str, dict[str, Any]]:
+        return dict(self.manifest.get("recorded") or {})
+
+
+# --------------------------------------------------------------------------- capture
+
+
+def default_learner() -> str:
+    """``$GPUSHARE_LEARNER``, else the user name."""
+    return os.environ.get("GPUSHARE_LEARNER") or getpass.getuser()
+
+
+def safe_name(text: str) -> str:
+    """A learner id as it may appear in a file name."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._") or "learner"
+
+
+def learner_runtime(env: dict[str, str] | None = None) -> dict[str, str]:
+    """The python3 and PyYAML versions a learner's script gets from PATH (the lab pod's)."""
+    code = "import sys\ntry:\n import yaml; y=yaml.__version__\nexcept Exception: y='none'\n"
+    code += "print(sys.version.split()[0], y)"
+    try:
+        out = subprocess.run(
+            ["python3", "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+        py, yml = out.stdout.split()
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        return {"python3": "none", "pyyaml": "none"}
+    return {"python3": py, "pyyaml": yml}
+
+
+def capture_workdir(root: Path) -> tuple[list[tuple[tarfile.TarInfo, bytes]], dict[str, Any]]:
+    """The work dir's members, and what is recorded instead of content.
+
+    Walks without following links. A link that stays inside is kept as a link (its target
+    made relative); one that leads out is recorded with where it leads, as
+    :class:`~gpushare.workdir.Workdir` reports it; FIFOs, sockets and devices are recorded
+    as not regular; a file over the reader's cap by its size alone.
+    """
+    members: list[tuple[tarfile.TarInfo, bytes]] = []
+    recorded: dict[str, Any] = {}
+    total = 0
+    if not root.is_dir():
+        return members, recorded
+    base = Path(os.path.realpath(root))
+
+    def info(rel: str, kind: bytes, mode: int, size: int = 0) -> tarfile.TarInfo:
+        ti = tarfile.TarInfo(f"work/{rel}")
+        ti.type, ti.mode, ti.size, ti.mtime = kind, mode & 0o755, size, 0
+        return ti
+
+    stack = [""]
+    while stack:
+        folder = stack.pop()
+        try:
+            entries = sorted(os.scandir(base / folder) if folder else os.scandir(base), key=_name)
+        except OSError:
+            recorded[folder] = {"kind": "not_regular"}
+            continue
+        for entry in entries:
+            rel = f"{folder}/{entry.name}" if folder else entry.name
+            if len(members) + len(recorded) >= MAX_MEMBERS:
+                raise SnapshotError(f"the work dir {root} has over {MAX_MEMBERS} entries")
+            st = entry.stat(follow_symlinks=False)
+            if stat.S_ISLNK(st.st_mode):
+                outside = link_outside(base, rel)
+                if outside is not None:
+                    recorded[rel] = {"kind": "link_outside", "target": outside}
+                    continue
+                target = os.path.relpath(os.path.realpath(base / rel), base / folder)
+                ti = info(rel, tarfile.SYMTYPE, 0o777)
+                ti.linkname = target
+                members.append((ti, b""))
+            elif stat.S_ISDIR(st.st_mode):
+                members.append((info(rel, tarfile.DIRTYPE, st.st_mode), b""))
+                stack.append(rel)
+            elif stat.S_ISREG(st.st_mode):
+                if st.st_size > MAX_BYTES:
+                    recorded[rel] = {"kind": "too_large", "size": st.st_size}
+                    continue
+                try:
+                    with open(base / rel, "rb") as fh:
+                        data = fh.read(MAX_BYTES + 1)
+                except OSError:
+                    recorded[rel] = {"kind": "not_regular"}
+                    continue
+                total += len(data)
+                if total > MAX_UNPACKED // 2:
+                    raise SnapshotError(f"the work dir {root} holds over {MAX_UNPACKED // 2} bytes")
+                members.append((info(rel, tarfile.REGTYPE, st.st_mode, len(data)), data))
+            else:
+                recorded[rel] = {"kind": "not_regular"}
+    return members, recorded
+
+
+def _name(entry: os.DirEntry[str]) -> str:
+    return entry.name
+
+
+def build(
+    *,
+    learner: str,
+    cluster: dict[str, Any],
+    identity: dict[str, Any],
+    workdir: Path,
+    runtime: dict[str, str],
+) -> Captured:
+    """A snapshot in memory: cluster answers (from a LabState), identity and the work dir."""
+    work, recorded = capture_workdir(workdir)
+    manifest = {
+        "format": FORMAT,
+        "learner": learner,
+        "captured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "gpushare_version": __version__,
+        "lab_versions": {
+            "kwok": versions.KWOK,
+            "kubernetes": versions.KUBERNETES,
+            "etcd": versions.ETCD,
+        },
+        "cluster": identity,
+        "workdir": str(workdir),
+        "runtime": runtime,
+        "recorded": recorded,
+    }
+    return Captured(manifest, cluster, work)
+
+
+def _cluster_bytes(cluster: dict[str, Any]) -> bytes:
+    return json.dumps(cluster, sort_keys=True, ensure_ascii=False).encode()
+
+
+def _whole(members: dict[str, str]) -> str:
+    lines = "".join(f"{name} {digest}\n" for name, digest in sorted(members.items()))
+    return hashlib.sha256(lines.encode()).hexdigest()
+
+
+def _member_digest(ti: tarfile.TarInfo, data: bytes) -> str:
+    """Content and kind: a link's target and a file's mode are part of what was submitted."""
+    h = hashlib.sha256()
+    h.update(f"{ti.type.decode()}:{ti.mode & 0o755:o}:{ti.linkname}\0".encode())
+    h.update(data)
+    return h.hexdigest()
+
+
+def write(captured: Captured, out: Path | None = None) -> Path:
+    """Write the file (atomically) and return its path; ``out`` is a file or a folder."""
+    cluster = _cluster_bytes(captured.cluster)
+    members = {"cluster.json": hashlib.sha256(cluster).hexdigest()}
+    for ti, data in captured.work:
+        members[ti.name] = _member_digest(ti, data)
+    manifest = dict(captured.manifest, members=members, sha256=_whole(members))
+    stamp = manifest["captured_at"].replace("-", "").replace(":", "")
+    name = f"{safe_name(manifest['learner'])}-{stamp}-{manifest['sha256'][:12]}{SUFFIX}"
+    out = Path(out) if out else Path.cwd()
+    path = out / name if out.is_dir() or not out.name.endswith(".tgz") else out
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with tarfile.open(tmp, "w:gz", format=tarfile.PAX_FORMAT) as tar:
+            _add(tar, "manifest.json", json.dumps(manifest, indent=1, sort_keys=True).encode())
+            _add(tar, "cluster.json", cluster)
+            for ti, data in captured.work:
+                tar.addfile(ti, io.BytesIO(data) if ti.isreg() else None)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    ti = tarfile.TarInfo(name)
+    ti.size, ti.mode, ti.mtime = len(data), 0o644, 0
+    tar.addfile(ti, io.BytesIO(data))
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def load(path: Path, scratch: Path) -> Snapshot:
+    """Verify ``path`` and unpack its work dir under ``scratch`` (which must be empty)."""
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise SnapshotError(f"cannot read snapshot {path}: {exc.strerror or exc}") from None
+    if size > MAX_ARCHIVE:
+        raise SnapshotError(f"{path} is {size} bytes, over the {MAX_ARCHIVE} a snapshot may be")
+    try:
+        return _load(path, scratch)
+    except SnapshotError:
+        raise
+    except (tarfile.TarError, EOFError, zlib.error, OSError, UnicodeDecodeError) as exc:
+        raise SnapshotError(
+            f"{path} is not a readable snapshot (corrupt or truncated: {exc})"
+        ) from None
+
+
+def _load(path: Path, scratch: Path) -> Snapshot:
+    manifest: dict[str, Any] | None = None
+    cluster_raw: bytes | None = None
+    digests: dict[str, str] = {}
+    unpacked = 0
+    work = scratch / "work"
+    work.mkdir(parents=True)
+    with tarfile.open(path, "r:gz") as tar:
+        for count, ti in enumerate(_members(tar)):
+            if count >= MAX_MEMBERS:
+                raise SnapshotError(f"{path} has over {MAX_MEMBERS} members")
+            unpacked += ti.size
+            if unpacked > MAX_UNPACKED:
+                raise SnapshotError(f"{path} unpacks to over {MAX_UNPACKED} bytes")
+            if count == 0:
+                if ti.name != "manifest.json" or not ti.isreg() or ti.size > MAX_BYTES:
+                    raise SnapshotError(f"{path} does not start with a manifest")
+                manifest = _manifest(path, _read(tar, ti))
+                continue
+            if ti.name == "cluster.json" and ti.isreg() and cluster_raw is None:
+                if ti.size > MAX_CLUSTER_JSON:
+                    raise SnapshotError(f"{path}: cluster.json is too large")
+                cluster_raw = _read(tar, ti)
+                digests[ti.name] = hashlib.sha256(cluster_raw).hexdigest()
+                continue
+            data = _unpack(path, tar, ti, scratch)
+            digests[ti.name] = _member_digest(ti, data)
+    if manifest is None or cluster_raw is None:
+        raise SnapshotError(f"{path} is incomplete (no manifest or no cluster answers)")
+    expected = manifest.get("members") or {}
+    if digests != expected or _whole(digests) != manifest.get("sha256"):
+        names = set(digests) | set(expected)
+        changed = sorted(k for k in names if digests.get(k) != expected.get(k)) or ["the whole"]
+        raise SnapshotError(
+            f"{path} was altered after capture (sha256 mismatch: {', '.join(changed[:5])})"
+        )
+    try:
+        cluster = json.loads(cluster_raw)
+    except ValueError as exc:
+        raise SnapshotError(f"{path}: cluster.json is not JSON ({exc})") from None
+    return Snapshot(path, manifest, cluster, work)
+
+
+def _members(tar: tarfile.TarFile):  # type: ignore[no-untyped-def]
+    """The members one at a time (never the whole list first: a bomb could be endless)."""
+    while True:
+        ti = tar.next()
+        if ti is None:
+            return
+        yield ti
+
+
+def _read(tar: tarfile.TarFile, ti: tarfile.TarInfo) -> bytes:
+    fh = tar.extractfile(ti)
+    if fh is None:
+        raise SnapshotError(f"member {ti.name} has no content")
+    data = fh.read(ti.size + 1)
+    if len(data) != ti.size:
+        raise SnapshotError(f"member {ti.name} is truncated")
+    return data
+
+
+def _manifest(path: Path, raw: bytes) -> dict[str, Any]:
+    try:
+        manifest = json.loads(raw)
+    except ValueError:
+        raise SnapshotError(f"{path}: the manifest is not JSON") from None
+    if not isinstance(manifest, dict):
+        raise SnapshotError(f"{path}: the manifest is not an object")
+    if manifest.get("format") != FORMAT:
+        raise SnapshotError(
+            f"{path} has snapshot format {manifest.get('format')!r}; this gpushare reads "
+            f"format {FORMAT} (gpushare {__version__})"
+        )
+    for key in ("learner", "captured_at", "members", "sha256", "cluster"):
+        if key not in manifest:
+            raise SnapshotError(f"{path}: the manifest has no {key}")
+    return manifest
+
+
+def _unpack(path: Path, tar: tarfile.TarFile, ti: tarfile.TarInfo, scratch: Path) -> bytes:
+    """Write one ``work/`` member under ``scratch``; refuse anything that could leave it."""
+    name = ti.name
+    if not name.startswith("work/") or name in _FIXED:
+        raise SnapshotError(f"{path}: unexpected member {name!r}")
+    if not (ti.isreg() or ti.isdir() or ti.issym()):
+        raise SnapshotError(f"{path}: member {name!r} is a device, FIFO or hard link")
+    try:
+        safe = tarfile.data_filter(ti, str(scratch))
+    except tarfile.FilterError as exc:
+        raise SnapshotError(f"{path}: hostile member refused ({exc})") from None
+    dest = os.path.join(scratch, safe.name)
+    os.makedirs(os.path.dirname(dest), mode=0o755, exist_ok=True)  # a folder left out
+    parent = os.path.realpath(os.path.dirname(dest))
+    root = os.path.realpath(scratch / "work")
+    if not (parent == root or parent.startswith(root + os.sep)):
+        raise SnapshotError(f"{path}: member {name!r} would be written outside the work dir")
+    if ti.issym():
+        target = os.path.realpath(os.path.join(os.path.dirname(dest), ti.linkname))
+        if not (target == root or target.startswith(root + os.sep)):
+            raise SnapshotError(f"{path}: link {name!r} points out of the work dir")
+        os.symlink(ti.linkname, dest)
+        return b""
+    if ti.isdir():
+        os.makedirs(dest, mode=0o755, exist_ok=True)
+        return b""
+    data = _read(tar, ti)
+    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    os.chmod(dest, (safe.mode or 0o644) & 0o755)
+    return data

@@ -1,0 +1,337 @@
+"""Grading a whole class (issue 10): real snapshots from the test lab, the real command.
+
+A class of real snapshots is captured once (the reference solution, variants of it, a fresh
+lab) and graded with ``gpushare class grade`` as a subprocess: one corrupt snapshot is an error
+row and the others are graded exactly as ``gpushare grade --snapshot`` grades them; a regrade
+after a grader change shows whose score changed; shards merged give the unsharded CSV byte for
+byte; the Indexed Job is created on the lab's real apiserver and its pods are scheduled.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gpushare import isolation
+from gpushare.classroom import inputs, job, pool
+from tests import class_snapshots as snaps
+from tests.helpers import ROOT, grade_snapshot, kubectl
+
+# Learners' scripts run in the sandbox wherever it can run; only where it cannot are they run
+# without it (these are our own scripts).
+UNSAFE = [] if isolation.probe().available else ["--unsafe-no-sandbox"]
+
+
+def gpushare(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    environ = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+    environ.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "gpushare", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        env=environ,
+    )
+
+
+def class_grade(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    proc = gpushare("class", "grade", *args, "--lang", "en", *UNSAFE, env=env)
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO(path.read_text(encoding="utf-8"))))
+
+
+@pytest.fixture(scope="module")
+def snapshots(state: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Real snapshots of the test lab: ada (solved), bob twice (an older one with a wrong
+    table, then a newer one whose script says OK to everything), cy (no quota file), dan
+    (a fresh lab, an empty work dir)."""
+    out = tmp_path_factory.mktemp("class-snapshots")
+    kubeconfig = str(state.lab.kubeconfig)
+    solved = state.solve()
+    found = {
+        "ada": snaps.capture_variant(solved, out, "ada", kubeconfig),
+        "bob-old": snaps.capture_variant(solved, out, "bob", kubeconfig, snaps.wrong_table),
+        "cy": snaps.capture_variant(solved, out, "cy", kubeconfig, snaps.no_quota_file),
+    }
+    snaps.wait_next_second()
+    found["bob"] = snaps.capture_variant(solved, out, "bob", kubeconfig, snaps.broken_script)
+    state.fresh()
+    empty = out / "empty-work"
+    empty.mkdir()
+    found["dan"] = snaps.capture_variant(empty, out, "dan", kubeconfig)
+    return found
+
+
+@pytest.fixture(scope="module")
+def three(snapshots: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A class of three (ada, bob with two snapshots, cy whose upload was cut short)."""
+    folder = tmp_path_factory.mktemp("three")
+    for key in ("ada", "bob-old", "bob", "cy"):
+        shutil.copy2(snapshots[key], folder / snapshots[key].name)
+    snaps.truncate(folder / snapshots["cy"].name)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def graded(three: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    out = tmp_path_factory.mktemp("graded") / "class"
+    proc = class_grade(str(three), "--out", str(out), "--jobs", "2")
+    return out, proc.stdout
+
+
+def test_a_class_of_three_with_a_corrupt_snapshot(graded, snapshots, tmp_path):
+    out, stdout = graded
+    rows = {r["learner"]: r for r in read_csv(out / "grades.csv")}
+    assert list(rows) == ["ada", "bob", "cy"]
+    # the corrupt snapshot is an error row: no score anywhere, the reason said
+    cy = rows["cy"]
+    assert cy["status"] == "error" and cy["score"] == "" and cy["snapshot"] == snapshots["cy"].name
+    assert all(cy[k] == "" for k in cy if re.fullmatch(r"\d\.\d|step \d", k))
+    assert "cy: error:" in stdout and "corrupt or truncated" in stdout
+    results = json.loads((out / "cy" / "results.json").read_text())
+    assert "score" not in results and results["extra_data"]["complete"] is False
+    assert all("score" not in t for t in results["tests"])
+    assert 'errors="33"' in (out / "cy" / "junit.xml").read_text()
+    # bob's latest snapshot is the one graded
+    assert rows["bob"]["snapshot"] == snapshots["bob"].name
+    # the others are graded exactly as `gpushare grade --snapshot` grades them, with the seed
+    # derived from --seed (0) and the snapshot's hash
+    for learner in ("ada", "bob"):
+        path = snapshots[learner]
+        seed = inputs.seed_for(0, inputs.describe(path).digest)
+        alone = grade_snapshot(path, tmp_path, "--lang", "en", "--seed", str(seed), *UNSAFE)
+        ours = json.loads((out / learner / "results.json").read_text())
+        assert ours["extra_data"]["seed"] == seed
+        assert rows[learner]["score"] == str(alone.results["score"])
+        assert [(t["number"], t["status"], t["output"]) for t in ours["tests"]] == [
+            (t["number"], t["status"], t["output"]) for t in alone.results["tests"]
+        ]
+        for t in ours["tests"]:
+            assert rows[learner][t["number"]] == str(t["score"])
+        assert (out / learner / "junit.xml").is_file()
+    assert rows["bob"]["status"] == "failed" and int(rows["bob"]["score"]) < 100
+    assert int(rows["bob"]["step 6"]) < int(rows["ada"]["step 6"])
+    # the page: self-contained, plots inline, the failure reasons with example learners
+    page = (out / "report.html").read_text()
+    assert page.count("<svg") == 3 and "<script" not in page
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)
+    assert "corrupt or truncated" in page and "Most common failure reasons" in page
+    assert re.search(r"<td>[^<]+</td><td class='n'>1</td><td><a href=\"bob/results.json\">", page)
+
+
+def test_the_report_honours_the_visibility_policy(graded, three, tmp_path):
+    """Step 6 hidden: neither the page nor any results.json names an unseen case or its seed,
+    while the grade without a policy does (bob's script fails them)."""
+    before, _ = graded
+    bob = json.loads((before / "bob" / "results.json").read_text())
+    unseen = next(t for t in bob["tests"] if t["number"] == "6.5")["output"]
+    case = re.search(r"first: (\S+)", unseen)
+    assert case, unseen
+    assert case[1] in (before / "report.html").read_text()
+    policy = tmp_path / "policy.toml"
+    policy.write_text('[steps.6]\nvisibility = "hidden"\n')
+    out = tmp_path / "hidden"
+    class_grade(str(three), "--out", str(out), "--policy", str(policy))
+    page = (out / "report.html").read_text()
+    assert case[1] not in page and "not shown (your instructor's choice)" in page
+    for learner in ("ada", "bob"):
+        assert case[1] not in (out / learner / "results.json").read_text()
+    assert (out / "grades.csv").read_bytes() == (before / "grades.csv").read_bytes()
+
+
+def test_latest_snapshot_per_learner_or_all(snapshots):
+    found = [inputs.describe(p) for p in snapshots.values()]
+    latest = inputs.select(found)
+    assert [s.learner for s in latest] == ["ada", "bob", "cy", "dan"]
+    assert next(s for s in latest if s.learner == "bob").path == snapshots["bob"]
+    every = inputs.select(found, every=True)
+    assert len(every) == 5
+    assert len({s.folder(True) for s in every}) == 5
+    # a shard takes its part of the same list; together they take each exactly once
+    parts = [inputs.shard(latest, i, 3) for i in range(3)]
+    assert sorted(s.path for part in parts for s in part) == sorted(s.path for s in latest)
+
+
+def test_previous_shows_the_changed_scores_after_a_grader_change(graded, three, tmp_path):
+    before, _ = graded
+    graders = tmp_path / "graders"
+    shutil.copytree(ROOT / "graders", graders, ignore=shutil.ignore_patterns("__pycache__"))
+    step7 = graders / "test_step7_mps_isolation.py"
+    source = step7.read_text()
+    head = "def test_7_1_mps_config(lab):\n"
+    assert head in source
+    step7.write_text(
+        source.replace(head, head + '    fail(expected="a stricter grader", found="this")\n')
+    )
+    after = tmp_path / "regraded"
+    proc = class_grade(
+        str(three),
+        "--out",
+        str(after),
+        "--previous",
+        str(before),
+        env={"GPUSHARE_GRADERS": str(graders)},
+    )
+    old = {r["learner"]: r for r in read_csv(before / "grades.csv")}
+    new = {r["learner"]: r for r in read_csv(after / "grades.csv")}
+    for learner in ("ada", "bob"):
+        assert old[learner]["7.1"] == "4" and new[learner]["7.1"] == "0"
+        was, now = old[learner]["score"], new[learner]["score"]
+        assert int(now) == int(was) - 4
+        assert f"  {learner}: {was} -> {now} (-4)  7.1 passed->failed" in proc.stdout
+    assert "2 changed since" in proc.stdout and "  cy:" not in proc.stdout.split("changed")[1]
+    page = (after / "report.html").read_text()
+    assert "Regrade: changes since" in page and page.count('class="down">-4</span>') == 2
+
+
+def test_shards_merged_give_the_csv_of_one_run(graded, three, tmp_path):
+    """Three pods' shards, run at once, merged: the very bytes of the one run of ``graded``
+    (an earlier process: the seeds depend on the snapshots alone)."""
+    whole, _ = graded
+    shards = [tmp_path / f"shard-{i}" for i in range(3)]
+    environ = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+    command = [sys.executable, "-m", "gpushare", "class", "grade", str(three), "--jobs", "1"]
+    command += ["--lang", "en", *UNSAFE]
+    running = [
+        subprocess.Popen(
+            [*command, "--out", str(out), "--shard", f"{i}/3"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            env=environ,
+        )
+        for i, out in enumerate(shards)
+    ]
+    for proc in running:
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+    graded_by = [sorted(p.name for p in s.iterdir() if p.is_dir()) for s in shards]
+    assert sorted(n for names in graded_by for n in names) == ["ada", "bob", "cy"]
+    assert all(graded_by), graded_by
+    merged = tmp_path / "merged"
+    proc = gpushare(
+        "class", "merge", *map(str, shards), "--out", str(merged), "--previous", str(whole)
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (merged / "grades.csv").read_bytes() == (whole / "grades.csv").read_bytes()
+    assert "no change since" in proc.stdout
+    assert (merged / "report.html").is_file() and (merged / "ada" / "results.json").is_file()
+    # a learner graded by two shards is refused, not counted twice
+    proc = gpushare("class", "merge", str(shards[0]), str(whole), "--out", str(tmp_path / "x"))
+    assert proc.returncode == 2 and "graded by two shards" in proc.stderr
+
+
+def _work(task: str) -> tuple[str, bool]:
+    """A worker's task for the pool test: finish, hang, or die."""
+    if task == "hang":
+        time.sleep(600)
+    if task == "die":
+        os.kill(os.getpid(), signal.SIGKILL)
+    return f"done {task}", False
+
+
+def test_a_hung_or_dead_worker_costs_its_submission_only():
+    results: dict[int, str] = {}
+    failures: dict[int, str] = {}
+    started = time.monotonic()
+    pool.run(
+        ["ok", "hang", "die", "ok", "ok", "ok"],
+        _work,
+        jobs=2,
+        limit=1.5,
+        on_result=lambda i, r, s: results.__setitem__(i, r),
+        on_failure=lambda i, why, s: failures.__setitem__(i, why),
+    )
+    assert time.monotonic() - started < 10
+    assert results == {0: "done ok", 3: "done ok", 4: "done ok", 5: "done ok"}
+    assert "hard limit of 1.5 s" in failures[1] and "SIGKILL" in failures[2]
+
+
+def test_the_indexed_job_is_accepted_and_its_pods_scheduled(lab, tmp_path):
+    """The printed Job and claims, created server-side on the lab's apiserver; the claims
+    bound to volumes of the lab by its controller manager, the pods placed by its scheduler."""
+    ns = f"class-{os.getpid()}"
+    klass = f"gpushare-class-{os.getpid()}"
+    proc = gpushare(
+        "class", "job", "--image", "registry.example/gpushare:0.1.0", "--shards", "3",
+        "--namespace", ns, "--storage-class", klass, "--lang", "en",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    docs = list(yaml.safe_load_all(proc.stdout))
+    assert [d["kind"] for d in docs] == ["PersistentVolumeClaim", "PersistentVolumeClaim", "Job"]
+    command = docs[2]["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert command[:4] == ["gpushare", "class", "grade", "/snapshots"]
+    assert "$(JOB_COMPLETION_INDEX)/3" in command
+    volumes = [
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": f"{klass}-{name}"},
+            "spec": {
+                "storageClassName": klass,
+                "capacity": {"storage": "1Gi"},
+                "accessModes": [mode],
+                "hostPath": {"path": f"/srv/{klass}/{name}"},
+            },
+        }
+        for name, mode in (("snapshots", "ReadOnlyMany"), ("results", "ReadWriteMany"))
+    ]
+    manifest = tmp_path / "objects.yaml"
+    manifest.write_text(yaml.safe_dump_all(volumes) + "---\n" + proc.stdout)
+    kubectl(lab, "create", "namespace", ns)
+    try:
+        applied = kubectl(lab, "apply", "--server-side", "-f", str(manifest), check=False)
+        assert applied.returncode == 0, applied.stderr
+        pods: list[dict[str, Any]] = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            got = kubectl(lab, "get", "pods", "-n", ns, "-o", "json")
+            pods = json.loads(got.stdout)["items"]
+            if len(pods) == 3 and all(p["spec"].get("nodeName") for p in pods):
+                break
+            time.sleep(0.5)
+        assert len(pods) == 3, pods
+        assert all(p["spec"].get("nodeName", "").startswith("lab-node-") for p in pods), [
+            p.get("status") for p in pods
+        ]
+        indexes = sorted(
+            p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"] for p in pods
+        )
+        assert indexes == ["0", "1", "2"]
+        claims = json.loads(kubectl(lab, "get", "pvc", "-n", ns, "-o", "json").stdout)["items"]
+        assert sorted(c["status"]["phase"] for c in claims) == ["Bound", "Bound"]
+        got = json.loads(
+            kubectl(lab, "get", "job", "gpushare-class", "-n", ns, "-o", "json").stdout
+        )
+        assert got["spec"]["completionMode"] == "Indexed" and got["spec"]["completions"] == 3
+    finally:
+        kubectl(lab, "delete", "namespace", ns, "--wait=false", check=False)
+        kubectl(lab, "delete", "pv", *(v["metadata"]["name"] for v in volumes), check=False)
+
+
+def test_the_job_command_is_the_class_grade_of_one_shard():
+    objects = job.manifests(image="img", shards=4, grade_args=["--seed", "9"], claims=False)
+    assert [o["kind"] for o in objects] == ["Job"]
+    assert job.pod_command(objects) == (
+        "gpushare class grade /snapshots --out '/results/shard-$(JOB_COMPLETION_INDEX)' "
+        "--shard '$(JOB_COMPLETION_INDEX)/4' --seed 9"
+    )

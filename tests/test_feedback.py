@@ -1,0 +1,300 @@
+"""Feedback a learner can trust (issue 13): the lab's own words, no internals, one charge.
+
+Two kinds of test. The glossary tests read the three catalogs against
+``messages/glossary.toml``: no banned variant of a term, and the same term wherever the
+English message names it. The feedback tests replay every recorded case of
+``tests/feedback_cases.py`` (real submissions recorded on a real lab; the learner's script
+runs for real), render every failure in zh, ko and en, and search the text: no Python type
+name, repr or bare "-", every ``fail(...)`` of the graders reached by some case.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from gpushare import messages
+from gpushare.lab_rules import show_yaml
+from gpushare.requestruns import stderr_tail
+from gpushare.workdir import load_yaml_text
+from tests.feedback_cases import ALL, Outcome, all_cases, load, replay
+
+ROOT = Path(__file__).resolve().parents[1]
+GLOSSARY = tomllib.loads((messages.CATALOGS / "glossary.toml").read_text(encoding="utf-8"))
+PLACEHOLDER = re.compile(r"\{[a-z_]+\}")
+CODE = [re.compile(p) for p in GLOSSARY["code"]["spans"]]
+
+
+def _strings(lang: str) -> dict[str, str]:
+    """Every catalog string of ``lang`` by its flat key (labels, values, titles, hints)."""
+    cat = messages.catalog(lang)
+    out = {f"labels.{k}": v for k, v in cat["labels"].items()}
+    out.update({f"values.{k}": v for k, v in cat["values"].items()})
+    for number, entry in cat["checks"].items():
+        out.update({f"checks.{number}.{k}": v for k, v in entry.items()})
+    return out
+
+
+def _prose(text: str) -> str:
+    """The text as prose: placeholders as N, commands, paths, labels and names removed."""
+    text = PLACEHOLDER.sub("N", text)
+    for pattern in CODE:
+        text = pattern.sub(" ", text)
+    return text
+
+
+TERMS = sorted(GLOSSARY["terms"].items())
+
+
+def test_glossary_names_a_source_for_every_word():
+    for name, term in TERMS:
+        for key in ("en", "zh", "ko", "zh_source", "ko_source", "zh_banned", "ko_banned"):
+            assert key in term, (name, key)
+        assert term["zh_source"].strip() and term["ko_source"].strip(), name
+        for pattern in [term["en"], term["zh"], term["ko"], *term["zh_banned"], *term["ko_banned"]]:
+            re.compile(pattern)
+
+
+@pytest.mark.parametrize("lang", ["zh", "ko"])
+@pytest.mark.parametrize(("name", "term"), TERMS, ids=[n for n, _ in TERMS])
+def test_no_banned_variant(lang, name, term):
+    found = {
+        key: m.group()
+        for key, text in _strings(lang).items()
+        for pattern in term[f"{lang}_banned"]
+        if (m := re.search(pattern, _prose(text)))
+    }
+    assert found == {}, f"{lang} uses a variant of {name} the glossary bans"
+
+
+@pytest.mark.parametrize("lang", ["zh", "ko"])
+@pytest.mark.parametrize(("name", "term"), TERMS, ids=[n for n, _ in TERMS])
+def test_the_same_term_everywhere(lang, name, term):
+    """Where the English message names the term, this language uses the glossary's word."""
+    en, other = _strings("en"), _strings(lang)
+    missing = {
+        key: other[key]
+        for key, text in en.items()
+        if re.search(term["en"], _prose(text)) and not re.search(term[lang], _prose(other[key]))
+    }
+    assert missing == {}, f"{lang} does not say {term[lang]!r} for {name}"
+
+
+def test_zh_punctuation_is_full_width():
+    """Chinese labels end in "：" and lists use "；"; no ASCII colon right after Chinese."""
+    zh = _strings("zh")
+    assert zh["labels.sep"] == "：" and zh["labels.list_sep"] == "；"
+    ascii_colon = {k: v for k, v in zh.items() if re.search(r"[\u4e00-\u9fff]: ", v)}
+    assert ascii_colon == {}
+
+
+def test_hint_facts_name_their_source():
+    """Each [source] named in a catalog comment is defined in en.toml's header."""
+    en = (messages.CATALOGS / "en.toml").read_text(encoding="utf-8")
+    header = en.split("[labels]")[0]
+    defined = set(re.findall(r"^#\s+\[([a-z0-9-]+)\]", header, re.M))
+    assert {"dp-config", "dp-replicas", "dp-readme", "dp-mig", "mig-guide", "k8s-quota"} <= defined
+    for lang in messages.LANGS:
+        text = (messages.CATALOGS / f"{lang}.toml").read_text(encoding="utf-8")
+        body = text.split("[checks.", 1)[1]
+        used = set(re.findall(r"^#.*?\[([a-z0-9-]+)\]", body, re.M))
+        assert used and used <= defined, (lang, used - defined)
+    # every hint that states a fact names its source right above it, in every language;
+    # these three only give advice (keep the file and the cluster in step, create first...)
+    advice_only = {"1.1", "1.2", "4.1"}
+    for lang in messages.LANGS:
+        text = (messages.CATALOGS / f"{lang}.toml").read_text(encoding="utf-8")
+        for number in messages.catalog(lang)["checks"]:
+            block = text.split(f'[checks."{number}"]')[1].split("[checks.")[0]
+            sourced = re.search(r"^#.*\[(dp|mig|mps|k8s|lab)[a-z-]*\]", block, re.M)
+            assert bool(sourced) != (number in advice_only), (lang, number)
+
+
+# --- the recorded cases ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def outcomes() -> list[Outcome]:
+    return list(replay(load()))
+
+
+def test_every_case_fails_exactly_its_checks(outcomes):
+    assert {o.case for o in outcomes} == {c.id for c in all_cases()}, "re-record the cases"
+    for o in outcomes:
+        assert o.errors == {}, (o.case, o.errors)
+        expected = set(o.expected)
+        if ALL in expected:
+            assert len(o.failures) == 33, o.case
+        else:
+            assert set(o.failures) == expected, o.case
+
+
+# A Python type name, a repr, an unfilled placeholder, a bare "-" standing for nothing, a
+# Python literal where YAML's was written, or a plain word quoted the way Python quotes it.
+INTERNALS = re.compile(
+    r"LineDict|FileProblem|NoneType|RunResult|CaseRun|Decimal\(|<class |object at 0x"
+    r"|\b[A-Z]\w*\(\w+="
+    r"|\b(True|False|None)\b"
+    r"|\{[a-z_]+\}"
+    r"|(?:^|[\s=:：(])-(?=$|[\s,;；)])"
+    r"|: '(?!(true|false|null|yes|no|on|off|~)')[A-Za-z][\w./-]*'"
+)
+# Checks whose feedback shows a bare "-" built outside this issue's files:
+# gpushare.labstate.show_quantity(None) is "-", used by graders 2 to 5. Excused in the test
+# below and kept visible by the strict xfail after it, which passes once they change.
+DASH_ELSEWHERE = {"2.3", "2.4", "3.2", "4.1", "5.1", "5.2", "5.3", "5.4"}
+DASH = re.compile(r"(?:^|[\s=:：(])-(?=$|[\s,;；)])")
+
+
+def _rendered(outcomes):
+    for o in outcomes:
+        for number, failure in sorted(o.failures.items()):
+            for lang in messages.LANGS:
+                yield o, number, lang, messages.render_failure(number, failure, lang)
+
+
+def _ours(text: str) -> str:
+    """The text without the learner's own stderr, which is shown verbatim (indented)."""
+    return "\n".join(line for line in text.splitlines() if not line.startswith("  "))
+
+
+def test_no_internals_reach_a_learner(outcomes):
+    leaks = {}
+    for o, number, lang, text in _rendered(outcomes):
+        for line in _ours(text).splitlines():
+            m = INTERNALS.search(line)
+            if m and not (number in DASH_ELSEWHERE and DASH.search(m.group())):
+                leaks.setdefault((number, lang), (o.case, line))
+    assert leaks == {}
+
+
+@pytest.mark.xfail(
+    strict=True, reason='labstate.show_quantity(None) gives "-" in graders 2-5 (not ours)'
+)
+def test_no_bare_dash_in_steps_2_to_5(outcomes):
+    dashes = {
+        (number, o.case): line
+        for o, number, lang, text in _rendered(outcomes)
+        for line in text.splitlines()
+        if number in DASH_ELSEWHERE and DASH.search(line)
+    }
+    assert dashes == {}
+
+
+def test_feedback_is_in_the_learners_language(outcomes):
+    """zh feedback has Chinese and full-width label colons; ko has Hangul; en has neither."""
+    cjk, hangul = re.compile(r"[\u4e00-\u9fff]"), re.compile(r"[\uac00-\ud7a3]")
+    for _o, _number, lang, text in _rendered(outcomes):
+        ours = _ours(text)
+        if lang == "zh":
+            assert cjk.search(ours) and not hangul.search(ours), text
+            assert not re.search(r"^(预期|实际|位置|提示): ", ours, re.M), text
+            assert "line " not in ours, text
+        elif lang == "ko":
+            assert hangul.search(ours), text
+            assert "line " not in ours, text
+        else:
+            assert not cjk.search(ours) and not hangul.search(ours), text
+
+
+def _fail_sites() -> set[tuple[str, int]]:
+    sites = set()
+    files = [*sorted((ROOT / "graders").glob("test_step*.py")), ROOT / "src/gpushare/lab_rules.py"]
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "fail":
+                sites.add((path.name, node.lineno))
+    return sites
+
+
+# fail(...) calls no real submission reaches, and why (by the text on their line and above).
+UNREACHABLE = {
+    "quota_status_filled": "the controller manager fills a quota's status within a second of "
+    "its creation; a grade cannot catch the moment before",
+    "status.used[": "the quota controller counts the very pods the check has just counted",
+}
+
+
+def test_every_failure_path_is_rendered(outcomes):
+    reached = set().union(*(o.sites.values() for o in outcomes))
+    missed = {}
+    for name, line in sorted(_fail_sites() - reached):
+        path = next(
+            p for p in [ROOT / "graders" / name, ROOT / "src/gpushare" / name] if p.exists()
+        )
+        text = "\n".join(path.read_text().splitlines()[line - 1 : line + 2])
+        if not any(marker in text for marker in UNREACHABLE):
+            missed[f"{name}:{line}"] = text
+    assert missed == {}, "add a case to tests/feedback_cases.py for each"
+
+
+def _case(outcomes, case_id: str) -> Outcome:
+    return next(o for o in outcomes if o.case == case_id)
+
+
+def test_a_crashing_script_shows_the_end_of_its_stderr(outcomes):
+    o = _case(outcomes, "6.x the script crashes with a traceback")
+    for lang in messages.LANGS:
+        text = messages.render_failure("6.2", o.failures["6.2"], lang)
+        assert "KeyError: 'nvidia.com/gpus'" in text, text
+        assert text.count("\n") < 20
+
+
+def test_a_form_slip_costs_7_2_only(outcomes):
+    assert set(
+        _case(outcomes, "7.2 only: Yes instead of yes (right answer, wrong form)").failures
+    ) == {"7.2"}
+    wrong = _case(outcomes, "7.2 and 7.3: No instead of yes (wrong answer, wrong form)")
+    en = messages.render_failure("7.3", wrong.failures["7.3"], "en")
+    assert "MIG_MEMORY_ISOLATION=No" in en and "yes" not in en.split("wrong:")[1]
+    unread = _case(outcomes, "7.2 and 7.3: a value that is not an answer")
+    en = messages.render_failure("7.3", unread.failures["7.3"], "en")
+    assert "wrong:" not in en and "MPS_MEMORY_ISOLATION" in en and "see 7.2" in en
+
+
+def test_a_hostname_selector_says_what_hostname_is(outcomes):
+    o = _case(outcomes, "8.1 notebook placed by hostname label")
+    for lang, words in (("en", "node's name"), ("zh", "节点名"), ("ko", "노드 이름")):
+        text = messages.render_failure("8.1", o.failures["8.1"], lang)
+        assert "kubernetes.io/hostname" in text and words in text, text
+
+
+def test_a_config_written_as_a_mapping_says_so(outcomes):
+    o = _case(outcomes, "1.2 shared written as a YAML mapping, not a |- string")
+    for lang, words in (("en", "a YAML mapping"), ("zh", "YAML 映射"), ("ko", "YAML 매핑")):
+        text = messages.render_failure("1.2", o.failures["1.2"], lang)
+        assert words in text and "|-" in text, text
+
+
+def test_config_lines_are_located_in_the_learners_language(outcomes):
+    o = _case(outcomes, "1.3 replicas 1")
+    where = {lang: messages.render_value(o.failures["1.3"].where, lang) for lang in messages.LANGS}
+    assert re.search(r"data\.shared, line \d+", where["en"])
+    assert re.search(r"data\.shared，该配置的第 \d+ 行", where["zh"])
+    assert re.search(r"data\.shared, 그 설정의 \d+번째 줄", where["ko"])
+
+
+# --- units --------------------------------------------------------------------------------
+
+
+def test_show_yaml_writes_yaml_not_python():
+    (doc,) = load_yaml_text("a: {b: [1, x]}\nt: 'true'\nf: false\nn: null\n", "x")
+    assert show_yaml(doc["a"]) == "{b: [1, x]}"
+    assert show_yaml(doc["t"]) == "'true'"
+    assert show_yaml(doc["f"]) == "false"
+    assert show_yaml(doc["n"]) == "null"
+    assert show_yaml("x" * 500).endswith("…") and len(show_yaml("x" * 500)) == 120
+
+
+def test_stderr_tail_is_capped_and_clean():
+    text = "\n".join(f"line {i}" for i in range(100)) + "\n\x1b[31mred\x1b[0m\x07 end\n"
+    tail = stderr_tail(text)
+    assert tail.splitlines()[-1] == "[31mred[0m end"
+    assert len(tail.splitlines()) == 6 and tail.splitlines()[0] == "line 95"
+    long = stderr_tail("x" * 5000)
+    assert len(long) == 600 and long.startswith("…")
+    assert stderr_tail("\n\n  \n") == ""
