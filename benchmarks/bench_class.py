@@ -94,11 +94,14 @@ def main() -> None:
         print(f"class grade of {COUNT} snapshots ({len(made)} real ones, respun), {cores} cores,")
         print(f"  learners' scripts {'WITHOUT sandbox' if unsafe else 'in the bwrap sandbox'}")
         load0 = os.getloadavg()[0]
+        own0 = os.times()
         t0 = time.perf_counter()
         run = batch.grade_class(
             [subs], tmp / "out", jobs=cores, lang="en", unsafe_no_sandbox=unsafe
         )
         wall = time.perf_counter() - t0
+        own1 = os.times()
+        parent = (own1.user - own0.user) + (own1.system - own0.system)
         errors = len(run.errors)
         rate = COUNT / wall
         costs = run.costs
@@ -118,6 +121,10 @@ def main() -> None:
             f"  one submission in a worker: {mean['seconds']:.3f} s wall, {cpu:.3f} s CPU = "
             f"ours {mean['cpu_ours']:.3f} s ({mean['cpu_ours'] / cpu:.0%}) + "
             f"learner's script {mean['cpu_learner']:.3f} s ({mean['cpu_learner'] / cpu:.0%})"
+        )
+        print(
+            f"  the command's own process (selection, rows, grades.csv, report.html): "
+            f"{parent:.2f} s CPU in all, {parent / COUNT * 1000:.1f} ms per submission"
         )
         print(
             f"  CPU-bound ceiling on {cores} cores: {cores / cpu:.1f} submissions/s "

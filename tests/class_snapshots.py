@@ -16,6 +16,8 @@ from pathlib import Path
 
 from gpushare import capture, snapshot
 
+ENDLESS = ("sleep", "297")
+
 
 def capture_variant(
     solved: Path,
@@ -36,6 +38,11 @@ def capture_variant(
 def broken_script(wd: Path) -> None:
     """A check-request.sh that says OK to everything."""
     (wd / "bin" / "check-request.sh").write_text("#!/bin/sh\necho OK\nexit 0\n")
+
+
+def endless_script(wd: Path) -> None:
+    """A check-request.sh that never answers (``sleep 297``: a command line to look for)."""
+    (wd / "bin" / "check-request.sh").write_text(f"#!/bin/sh\n{' '.join(ENDLESS)}\n")
 
 
 def wrong_table(wd: Path) -> None:

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 import yaml
 
@@ -61,8 +62,8 @@ def read_csv(path: Path) -> list[dict[str, str]]:
 @pytest.fixture(scope="module")
 def snapshots(state: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Real snapshots of the test lab: ada (solved), bob twice (an older one with a wrong
-    table, then a newer one whose script says OK to everything), cy (no quota file), dan
-    (a fresh lab, an empty work dir)."""
+    table, then a newer one whose script says OK to everything), cy (no quota file), eve (a
+    script that never answers), dan (a fresh lab, an empty work dir)."""
     out = tmp_path_factory.mktemp("class-snapshots")
     kubeconfig = str(state.lab.kubeconfig)
     solved = state.solve()
@@ -73,6 +74,7 @@ def snapshots(state: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str,
     }
     snaps.wait_next_second()
     found["bob"] = snaps.capture_variant(solved, out, "bob", kubeconfig, snaps.broken_script)
+    found["eve"] = snaps.capture_variant(solved, out, "eve", kubeconfig, snaps.endless_script)
     state.fresh()
     empty = out / "empty-work"
     empty.mkdir()
@@ -151,20 +153,55 @@ def test_the_report_honours_the_visibility_policy(graded, three, tmp_path):
     out = tmp_path / "hidden"
     class_grade(str(three), "--out", str(out), "--policy", str(policy))
     page = (out / "report.html").read_text()
-    assert case[1] not in page and "not shown (your instructor's choice)" in page
+    assert case[1] not in page and "are not shown (your instructor" in page
     for learner in ("ada", "bob"):
         assert case[1] not in (out / learner / "results.json").read_text()
     assert (out / "grades.csv").read_bytes() == (before / "grades.csv").read_bytes()
 
 
+def test_a_grade_past_its_time_limit_is_an_error_row_and_the_others_go_on(
+    graded, snapshots, tmp_path
+):
+    folder = tmp_path / "snapshots"
+    folder.mkdir()
+    for key in ("ada", "eve"):
+        shutil.copy2(snapshots[key], folder / snapshots[key].name)
+    out = tmp_path / "class"
+    started = time.monotonic()
+    proc = class_grade(str(folder), "--out", str(out), "--timeout", "2", "--jobs", "2")
+    assert time.monotonic() - started < 60
+    rows = {r["learner"]: r for r in read_csv(out / "grades.csv")}
+    assert rows["eve"]["status"] == "error" and rows["eve"]["score"] == ""
+    assert rows["eve"]["1.1"] == "2"  # the checks that finished keep their results
+    results = json.loads((out / "eve" / "results.json").read_text())
+    assert results["extra_data"]["timed_out"] is True
+    assert "time limit" in results["extra_data"]["could_not_grade"]
+    assert "eve: error: the time limit struck" in proc.stdout
+    before = read_csv(graded[0] / "grades.csv")  # ada as the class of three graded her
+    assert before[0]["learner"] == "ada" and rows["ada"] == before[0]
+    # nothing of eve's script outlives the grade (its worker retired; the runs ended with it)
+    deadline = time.monotonic() + 15
+    while _endless() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _endless()
+
+
+def _endless() -> list[int]:
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        if tuple(proc.info["cmdline"] or ()) == snaps.ENDLESS:
+            found.append(proc.pid)
+    return found
+
+
 def test_latest_snapshot_per_learner_or_all(snapshots):
     found = [inputs.describe(p) for p in snapshots.values()]
     latest = inputs.select(found)
-    assert [s.learner for s in latest] == ["ada", "bob", "cy", "dan"]
+    assert [s.learner for s in latest] == ["ada", "bob", "cy", "dan", "eve"]
     assert next(s for s in latest if s.learner == "bob").path == snapshots["bob"]
     every = inputs.select(found, every=True)
-    assert len(every) == 5
-    assert len({s.folder(True) for s in every}) == 5
+    assert len(every) == 6
+    assert len({s.folder(True) for s in every}) == 6
     # a shard takes its part of the same list; together they take each exactly once
     parts = [inputs.shard(latest, i, 3) for i in range(3)]
     assert sorted(s.path for part in parts for s in part) == sorted(s.path for s in latest)
@@ -259,11 +296,12 @@ def test_a_hung_or_dead_worker_costs_its_submission_only():
         jobs=2,
         limit=1.5,
         on_result=lambda i, r, s: results.__setitem__(i, r),
-        on_failure=lambda i, why, s: failures.__setitem__(i, why),
+        on_failure=lambda i, kind, why, s: failures.__setitem__(i, f"{kind}: {why}"),
     )
     assert time.monotonic() - started < 10
     assert results == {0: "done ok", 3: "done ok", 4: "done ok", 5: "done ok"}
-    assert "hard limit of 1.5 s" in failures[1] and "SIGKILL" in failures[2]
+    assert failures[1] == "hung: the grade ran past the hard limit of 1.5 s"
+    assert failures[2] == "died: the grading process was killed (SIGKILL)"
 
 
 def test_the_indexed_job_is_accepted_and_its_pods_scheduled(lab, tmp_path):
@@ -325,7 +363,8 @@ def test_the_indexed_job_is_accepted_and_its_pods_scheduled(lab, tmp_path):
         assert got["spec"]["completionMode"] == "Indexed" and got["spec"]["completions"] == 3
     finally:
         kubectl(lab, "delete", "namespace", ns, "--wait=false", check=False)
-        kubectl(lab, "delete", "pv", *(v["metadata"]["name"] for v in volumes), check=False)
+        names = [v["metadata"]["name"] for v in volumes]
+        kubectl(lab, "delete", "pv", *names, "--wait=false", check=False)
 
 
 def test_the_job_command_is_the_class_grade_of_one_shard():

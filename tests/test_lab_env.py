@@ -262,6 +262,16 @@ def test_stop_keeps_data_and_down_leaves_no_process(tmp_path):
         assert not [p for p in before if _alive(p)]
         own = cluster.lab_ports(lab2)
         assert ports.recorded(lab2.dir) == own  # still promised to the stopped lab
+        # labs created meanwhile get other ports, down past the stopped lab's own
+        others: set[int] = set()
+        for i in range(200):
+            others |= set(ports.reserve(tmp_path / f"lab-{i}").values())
+            if min(others) < min(own.values()):
+                break
+        for i in range(200):
+            ports.release(tmp_path / f"lab-{i}")
+        assert min(others) < min(own.values())
+        assert not others & set(own.values())
         with socket.socket() as squatter:
             squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             squatter.bind(("127.0.0.1", own["etcdPort"]))

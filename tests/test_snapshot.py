@@ -279,6 +279,8 @@ def test_snapshot_outlives_the_lab(tmp_path, state):
     offline = grade_snapshot(path, tmp_path, "--lang", "en", "--seed", "7")
     assert offline.rc == 0, offline.stderr
     assert verdicts(offline.results) == verdicts(live.results)
-    assert offline.results["extra_data"]["cluster"]["uid"]
+    graded = offline.results["extra_data"]["cluster"]
+    assert graded["uid"] and graded["server"].startswith("https://127.0.0.1:")
+    assert graded["kubeconfig_source"] == "--kubeconfig" and graded["user"].startswith("kwok-")
     assert offline.results["extra_data"]["cluster"]["learner"] == "l1"
     assert took < 5  # the figure itself is in `make bench`

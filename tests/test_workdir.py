@@ -31,7 +31,18 @@ def test_fifo_and_devices_are_not_read(tmp_path):
     os.symlink("/dev/zero", tmp_path / "out" / "zero.txt")  # reading it would never end
     wd = Workdir(tmp_path)
     assert wd.read_text("out/fifo.txt").problem.key == "file_not_regular"
-    assert wd.read_text("out/zero.txt").problem.key == "file_not_regular"
+    zero = wd.read_text("out/zero.txt")  # a link out of the work dir: never followed
+    assert zero.problem.key == "file_link_outside" and zero.problem.params["target"] == "/dev/zero"
+
+
+def test_links_inside_are_followed_links_out_are_not(tmp_path):
+    (tmp_path / "k8s").mkdir()
+    (tmp_path / "k8s" / "a.yaml").write_text("kind: Pod\n")
+    os.symlink("a.yaml", tmp_path / "k8s" / "b.yaml")
+    os.symlink("/etc/hostname", tmp_path / "k8s" / "c.yaml")
+    wd = Workdir(tmp_path)
+    assert wd.read_text("k8s/b.yaml") == "kind: Pod\n"
+    assert wd.read_text("k8s/c.yaml").problem.key == "file_link_outside"
 
 
 def test_binary_non_utf8_empty_and_huge(tmp_path):

@@ -102,8 +102,16 @@ def connect(target: Target, timeout: float = 10.0) -> tuple[Any, Identity]:
     """
     if len(target.files) == 1 and lab_kubeconfig(target.files[0]):
         client = Client.from_kubeconfig(target.files[0], target.context, timeout=timeout)
-        names = _context_names(target.files, target.context)
-        return client, Identity(target.kubeconfig, target.source, *names, client.server)
+        context, cluster, user = _context_names(target.files, target.context)
+        identity = Identity(
+            kubeconfig=target.kubeconfig,
+            source=target.source,
+            context=context,
+            cluster=cluster,
+            server=client.server,
+            user=user,
+        )
+        return client, identity
     client = OfficialClient.load(target, timeout=timeout)
     return client, client.identity
 

@@ -133,6 +133,7 @@ class GradeSession:
                 "captured_at": manifest["captured_at"],
             }
             self.server = self.identity.get("server")
+            self.identity.update(self._runtimes(manifest.get("runtime") or {}))
             self.state = LabState.recorded(self.snapshot.cluster)
             return
         target = kubeconfigs.resolve(self.kubeconfig, self.context, self.cluster)
@@ -185,6 +186,32 @@ class GradeSession:
         """The kube-system namespace's uid: which cluster this is, whatever its address."""
         value = self.state.get("kube-system").value if self.state else None
         return ((value or {}).get("metadata") or {}).get("uid")
+
+    def _runtimes(self, learner: dict[str, str]) -> dict[str, str]:
+        """The learner's python3 and PyYAML (as captured) against those the script gets here,
+        so a grade says so where they differ (a script may behave differently on another)."""
+        from gpushare import isolation
+
+        if self.unsafe_no_sandbox:
+            from gpushare.snapshot import learner_runtime
+
+            here = learner_runtime()
+        else:
+            found = isolation.find_runtime()
+            here = {"python3": found.python_version, "pyyaml": found.pyyaml_version or "none"}
+
+        def show(r: dict[str, str]) -> str:
+            return f"python3 {r.get('python3', '?')}, PyYAML {r.get('pyyaml', '?')}"
+
+        def minor(version: str) -> str:
+            return ".".join(str(version).split(".")[:2])
+
+        out = {"runtime_learner": show(learner), "runtime_grader": show(here)}
+        if any(minor(learner.get(k, "?")) != minor(here.get(k, "?")) for k in here):
+            out["runtime_note"] = (
+                f"the learner's script had {show(learner)}; it ran here with {show(here)}"
+            )
+        return out
 
     def lab(self) -> Any:
         """The cluster read, once all of it is in; ClusterUnreadable if any part is not.
@@ -291,7 +318,12 @@ class GradeSession:
             execution_time=time.monotonic() - self.started,
             lang=self.lang,
             seed=self.seed,
-            workdir=str(self.workdir),
+            # a snapshot's work dir as the learner had it, not our scratch copy of it
+            workdir=str(
+                self.snapshot.manifest.get("workdir", self.workdir)
+                if self.snapshot
+                else self.workdir
+            ),
             server=self.server,
             cluster=self._graded(),
             could_not_grade=self.could_not_grade,

@@ -69,6 +69,8 @@ def render(report: Report, *, color: bool, feedback: bool = True) -> str:
                 f"  sha256={str(graded.get('snapshot_sha256'))[:12]}",
             )
         )
+        if graded.get("runtime_note"):
+            out.append(paint(DIM, f"  note: {graded['runtime_note']}"))
     elif graded:
         out.append(
             paint(

@@ -133,9 +133,9 @@ def grade_class(
         if shown:
             shown.update(row.folder, row.status, row.score, seconds)
 
-    def failed(index: int, why: str, seconds: float) -> None:
+    def failed(index: int, ended: str, why: str, seconds: float) -> None:
         task = tasks[index]
-        kind = "timeout" if "hard limit" in why else "grader"
+        kind = "timeout" if ended == pool.HUNG else "grader"
         results = gradebook.write_error(
             task.folder, task.snapshot, why, kind, lang=lang, seed=task.seed, checks=checks
         )

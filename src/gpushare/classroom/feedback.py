@@ -8,9 +8,12 @@ page and line of a class grade follows it.
 
 from __future__ import annotations
 
+import re
+
 from gpushare.classroom.gradebook import Cell
 
 _MAX_REASON = 240
+_LONG_NUMBER = re.compile(r"\d{5,}")
 
 
 def shown(cell: Cell) -> str:
@@ -20,9 +23,12 @@ def shown(cell: Cell) -> str:
 
 def reason(cell: Cell) -> str:
     """What a failure is grouped by: the first line of the shown feedback (the problem, as
-    the learner read it), without the learner-specific expected/found/where lines below it."""
+    the learner read it), without the learner-specific expected/found/where lines below it.
+
+    Long numbers (each submission's own seed of the unseen cases) become "…", so the same
+    problem of two learners is one reason, not two."""
     for line in shown(cell).splitlines():
-        line = line.strip()
+        line = _LONG_NUMBER.sub("…", line.strip())
         if line:
             return line if len(line) <= _MAX_REASON else line[: _MAX_REASON - 1] + "…"
     return "-"

@@ -163,7 +163,12 @@ def render(objects: list[dict[str, Any]], shards: int, results_claim: str) -> st
         f"# When the Job is complete, on anything that mounts {results_claim}:\n"
         f"#   gpushare class merge {RESULTS}/shard-* --out {RESULTS}/class\n"
     )
-    return head + yaml.safe_dump_all(objects, sort_keys=False, default_flow_style=False)
+
+    class Plain(yaml.SafeDumper):
+        def ignore_aliases(self, data: Any) -> bool:  # the labels repeated, not &id001/*id001
+            return True
+
+    return head + yaml.dump_all(objects, Dumper=Plain, sort_keys=False, default_flow_style=False)
 
 
 def grade_args(args: argparse.Namespace) -> list[str]:

@@ -26,6 +26,7 @@ from typing import Any
 
 # work(task) -> (result, retire): retire asks for a fresh worker after this task
 Work = Callable[[Any], tuple[Any, bool]]
+HUNG, DIED = "hung", "died"  # why a task ended without a result
 
 
 class _Worker:
@@ -89,14 +90,15 @@ def run(
     jobs: int,
     limit: float,
     on_result: Callable[[int, Any, float], None],
-    on_failure: Callable[[int, str, float], None],
+    on_failure: Callable[[int, str, str, float], None],
     init: Callable[[], None] | None = None,
 ) -> None:
     """Run ``work`` over ``tasks`` in ``jobs`` worker processes.
 
     ``on_result(index, result, seconds)`` for each task that finished;
-    ``on_failure(index, why, seconds)`` for each whose worker died or ran past ``limit``
-    seconds. Both are called in this process, one at a time, as tasks end.
+    ``on_failure(index, kind, why, seconds)`` for each whose worker died (kind :data:`DIED`)
+    or ran past ``limit`` seconds (kind :data:`HUNG`). Both are called in this process, one
+    at a time, as tasks end.
     """
     pending = deque(enumerate(tasks))
     workers: list[_Worker] = []
@@ -142,11 +144,12 @@ def run(
                 if w.proc.sentinel in ready or not w.proc.is_alive():
                     w.end()
                     workers.remove(w)
-                    on_failure(index, _death(w.proc.exitcode), seconds)
+                    on_failure(index, DIED, _death(w.proc.exitcode), seconds)
                 elif now >= w.deadline:
                     w.end()
                     workers.remove(w)
-                    on_failure(index, f"the grade ran past the hard limit of {limit:g} s", seconds)
+                    why = f"the grade ran past the hard limit of {limit:g} s"
+                    on_failure(index, HUNG, why, seconds)
             for w in [w for w in workers if w.task is None and not w.proc.is_alive()]:
                 w.end()  # died idle
                 workers.remove(w)
