@@ -143,10 +143,6 @@ INTERNALS = re.compile(
     r"|(?:^|[\s=:：(])-(?=$|[\s,;；)])"
     r"|: '(?!(true|false|null|yes|no|on|off|~)')[A-Za-z][\w./-]*'"
 )
-# Checks whose feedback shows a bare "-" built outside this issue's files:
-# gpushare.labstate.show_quantity(None) is "-", used by graders 2 to 5. Excused in the test
-# below and kept visible by the strict xfail after it, which passes once they change.
-DASH_ELSEWHERE = {"2.3", "2.4", "3.2", "4.1", "5.1", "5.2", "5.3", "5.4"}
 DASH = re.compile(r"(?:^|[\s=:：(])-(?=$|[\s,;；)])")
 
 
@@ -167,20 +163,18 @@ def test_no_internals_reach_a_learner(outcomes):
     for o, number, lang, text in _rendered(outcomes):
         for line in _ours(text).splitlines():
             m = INTERNALS.search(line)
-            if m and not (number in DASH_ELSEWHERE and DASH.search(m.group())):
+            if m:
                 leaks.setdefault((number, lang), (o.case, line))
     assert leaks == {}
 
 
-@pytest.mark.xfail(
-    strict=True, reason='labstate.show_quantity(None) gives "-" in graders 2-5 (not ours)'
-)
-def test_no_bare_dash_in_steps_2_to_5(outcomes):
+def test_no_bare_dash_anywhere(outcomes):
+    """An absent quantity reads ``<none>``, as kubectl shows it, never a bare "-"."""
     dashes = {
         (number, o.case): line
         for o, number, lang, text in _rendered(outcomes)
-        for line in text.splitlines()
-        if number in DASH_ELSEWHERE and DASH.search(line)
+        for line in _ours(text).splitlines()
+        if DASH.search(line)
     }
     assert dashes == {}
 

@@ -293,7 +293,7 @@ def test_bundle_is_in_gradescope_layout_and_reproducible(tmp_path):
     assert {f"graders/test_step{n}_" in " ".join(names) for n in range(1, 9)} == {True}
     assert "fixtures/check-request/over.yaml" in names
     assert "src/gpushare/lms/gradescope.py" in names
-    assert "src/gpushare/messages/catalogs.json" in names
+    assert "src/gpushare/messages/en.toml" in names
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
     assert not [n for n in names if n.startswith(("solutions/", "tests/"))]
 

@@ -195,7 +195,7 @@ def test_a_hung_apiserver_costs_the_cluster_read_one_timeout():
             server=f"http://127.0.0.1:{listener.getsockname()[1]}", ssl_context=None, token=None
         )
         state = LabState(Client(creds, timeout=0.5)).start()
-        errors = {key: state.get(key).error for key in LabState.QUERIES}
+        errors = {key: state.get(key).unreadable for key in LabState.QUERIES}
         state.close()
     finally:
         stop.set()

@@ -10,22 +10,19 @@ than on a translation.
 
 from __future__ import annotations
 
-from gpushare.records import Record
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NoReturn, TypeVar
 
-# Neither ``typing`` nor ``dataclasses`` at run time: every grade imports this module, and those
-# two (with ``inspect``) cost some 30 ms of a grade that has half a second.
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from collections.abc import Callable
-    from typing import Any, TypeVar
-
-    F = TypeVar("F", bound=Callable[..., Any])
+F = TypeVar("F", bound=Callable[..., Any])
 
 
-class T(Record):
+@dataclass(init=False)
+class T:
     """A translatable value: a catalog key under ``[values]`` and its parameters."""
 
-    __slots__ = ("key", "params")
+    key: str
+    params: Any
 
     def __init__(self, key: str, /, **params: Any) -> None:
         self.key = key
@@ -75,5 +72,5 @@ def fail(
     found: Value = None,
     where: Value = None,
     problem: T | None = None,
-) -> None:
+) -> NoReturn:
     raise CheckFailed(expected=expected, found=found, where=where, problem=problem)

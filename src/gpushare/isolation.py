@@ -40,9 +40,9 @@ import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 
-from gpushare.records import Record
 from gpushare.sandbox import SandboxError
 
 BWRAP_ENV = "GPUSHARE_BWRAP"  # a bwrap binary of one's own
@@ -77,7 +77,8 @@ class IsolationUnavailable(SandboxError):
     """The sandbox is required but cannot run here; the message says why and what to do."""
 
 
-class Runtime(Record):
+@dataclass
+class Runtime:
     """The Python the sandbox offers as ``python3``: the grader's own interpreter and PyYAML.
 
     ``executable`` is the real interpreter (symlinks resolved), ``prefix`` its install prefix,
@@ -86,30 +87,14 @@ class Runtime(Record):
     ``site-packages`` (``yaml`` and ``_yaml``). Versions are those of these very files.
     """
 
-    __slots__ = (
-        "executable",
-        "packages",
-        "prefix",
-        "python_version",
-        "pyyaml_version",
-        "site_packages",
-        "venv_cfg",
-    )
-
-    def __init__(
-        self,
-        *,
-        executable: str,
-        prefix: str,
-        venv_cfg: str | None,
-        packages: list[str],
-        site_packages: str,
-        python_version: str,
-        pyyaml_version: str | None,
-    ) -> None:
-        self.executable, self.prefix, self.venv_cfg = executable, prefix, venv_cfg
-        self.packages, self.site_packages = packages, site_packages
-        self.python_version, self.pyyaml_version = python_version, pyyaml_version
+    _: KW_ONLY
+    executable: str
+    prefix: str
+    venv_cfg: str | None
+    packages: list[str]
+    site_packages: str
+    python_version: str
+    pyyaml_version: str | None
 
 
 def find_runtime() -> Runtime:
@@ -306,14 +291,13 @@ def _is_under(path: str, directory: str) -> bool:
     return path == directory or path.startswith(directory.rstrip("/") + "/")
 
 
-class Probe(Record):
+@dataclass
+class Probe:
     """Whether the sandbox runs here: ``isolation`` when it does, else ``reason`` (one short
     line; :data:`INSTALL_HINT` says what to do about it)."""
 
-    __slots__ = ("isolation", "reason")
-
-    def __init__(self, isolation: Isolation | None, reason: str) -> None:
-        self.isolation, self.reason = isolation, reason
+    isolation: Isolation | None
+    reason: str
 
     @property
     def available(self) -> bool:

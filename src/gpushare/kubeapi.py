@@ -16,15 +16,11 @@ import os
 import socket
 import ssl
 import threading
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
-
-from gpushare.records import Record
-
-TYPE_CHECKING = False  # not ``typing`` at run time: see gpushare.records
-if TYPE_CHECKING:
-    from typing import Any
 
 
 class ApiError(Exception):
@@ -50,13 +46,13 @@ class KubeconfigError(Exception):
     """The kubeconfig is missing or unusable."""
 
 
-class Credentials(Record):
+@dataclass
+class Credentials:
     """Where the apiserver is and how to prove who we are."""
 
-    __slots__ = ("server", "ssl_context", "token")
-
-    def __init__(self, server: str, ssl_context: ssl.SSLContext | None, token: str | None):
-        self.server, self.ssl_context, self.token = server, ssl_context, token
+    server: str
+    ssl_context: ssl.SSLContext | None
+    token: str | None
 
 
 def _materialize(entry: dict[str, Any], key: str, base: Path, keep: list[int]) -> str | None:

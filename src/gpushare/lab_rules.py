@@ -8,16 +8,13 @@ learner input.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from decimal import Decimal
+from typing import Any
 
 from gpushare.checks import T, Value, fail
 from gpushare.labstate import CONFIGMAP_NAME, CONFIGMAP_NS, GPU, LabState, quantity
-from gpushare.records import Record
 from gpushare.workdir import FileProblem, LineDict, Workdir, load_yaml_text
-
-TYPE_CHECKING = False  # not ``typing`` at run time: see gpushare.records
-if TYPE_CHECKING:
-    from typing import Any
 
 MIG_PROFILE = "nvidia.com/mig-1g.10gb"
 MIG_COUNT = 7
@@ -189,13 +186,12 @@ def dig(obj: Any, *path: str | int) -> Any:
     return obj
 
 
-class Derived(Record):
+@dataclass
+class Derived:
     """A value the lab says to derive, and whether it really came from the ConfigMap."""
 
-    __slots__ = ("from_configmap", "value")
-
-    def __init__(self, value: int, from_configmap: bool) -> None:
-        self.value, self.from_configmap = value, from_configmap
+    value: int
+    from_configmap: bool
 
 
 def shared_replicas(lab: LabState) -> Derived:

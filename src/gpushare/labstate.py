@@ -13,15 +13,12 @@ from __future__ import annotations
 import json
 import re
 import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
+from typing import Any, ClassVar
 
 from gpushare.kubeapi import ApiError, Unreachable
-from gpushare.records import Record
-
-TYPE_CHECKING = False  # not ``typing`` at run time: see gpushare.records
-if TYPE_CHECKING:
-    from collections.abc import Iterable
-    from typing import Any, ClassVar
 
 GPU = "nvidia.com/gpu"
 MIG_PREFIX = "nvidia.com/mig-"
@@ -67,8 +64,9 @@ def quantity(value: Any) -> Decimal | None:
 
 
 def show_quantity(value: Decimal | None) -> str:
+    """A quantity as feedback shows it; ``<none>`` when absent, as kubectl prints it."""
     if value is None:
-        return "-"
+        return "<none>"
     return str(int(value)) if value == value.to_integral_value() else str(value.normalize())
 
 
@@ -182,17 +180,16 @@ class ClusterUnreadable(Exception):
         self.reason = reason
 
 
-class Fetched(Record):
+@dataclass
+class Fetched:
     """One answer of the apiserver: a GET's object (None for 404), or a dry-run's verdict.
 
     ``unreadable`` holds why the grader could not get the answer at all (refused as 401/403,
     5xx, timeout, lost connection); ``value`` is then None.
     """
 
-    __slots__ = ("unreadable", "value")
-
-    def __init__(self, value: Any = None, unreadable: str | None = None) -> None:
-        self.value, self.unreadable = value, unreadable
+    value: Any = None
+    unreadable: str | None = None
 
 
 def _rbac_denial(exc: ApiError) -> bool:

@@ -27,8 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-
-from gpushare.records import Record
+from dataclasses import dataclass
 
 # Files of a cgroup directory, per controller and cgroup version.
 _PIDS_MAX = {1: "pids.max", 2: "pids.max"}
@@ -39,7 +38,8 @@ WATCH_INTERVAL_S = 0.01
 RUN_GROUP_PREFIX = "gpushare-run-"
 
 
-class Limits(Record):
+@dataclass(init=False)
+class Limits:
     """Caps of one run; 0 means "no cap" for each.
 
     ``memory``: bytes of memory of the whole run, where a cgroup is available (tmpfs included).
@@ -51,7 +51,11 @@ class Limits(Record):
     file (RLIMIT_FSIZE).
     """
 
-    __slots__ = ("address_space", "cpu_seconds", "file_size", "memory", "processes")
+    address_space: int
+    cpu_seconds: int
+    file_size: int
+    memory: int
+    processes: int
 
     def __init__(
         self,

@@ -8,28 +8,20 @@ English are complete too (a test proves every key and placeholder exists in all 
 Chinese word first, then kubernetes.io/zh-cn and /ko); tests/test_feedback.py holds all three
 catalogs to it, and renders every check's failures to make sure no internals reach a learner.
 
-The TOML files are the source. ``messages/catalogs.json`` is the same data compiled (``python
--m gpushare.messages``), because importing ``tomllib`` and parsing costs some 40 ms of every
-grade and JSON about one. Each compiled catalog carries the CRC of the TOML it came from; one
-that does not match (a catalog edited, not recompiled) is ignored and the TOML is read, so the
-compiled file can make grading faster but never wrong. A test keeps it up to date.
+The TOML files are read as they are, once per process (``tomllib``): an edited catalog is
+what the next grade shows, with no build step in between.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import string
-import zlib
+import tomllib
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-# Not ``typing``: `gpushare grade` resolves --lang before it starts the learner's runs, and
-# imports nothing it can avoid before those.
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from gpushare.checks import CheckFailed
 
 LANGS = ("zh", "ko", "en")
@@ -53,41 +45,11 @@ def resolve_lang(option: str | None) -> str:
 
 
 CATALOGS = Path(__file__).with_name("messages")
-COMPILED = CATALOGS / "catalogs.json"
-
-
-@cache
-def _compiled() -> dict[str, Any]:
-    try:
-        data = json.loads(COMPILED.read_bytes())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 @cache
 def catalog(lang: str) -> dict[str, Any]:
-    raw = (CATALOGS / f"{lang}.toml").read_bytes()
-    compiled = _compiled()
-    if compiled.get("sources", {}).get(lang) == zlib.crc32(raw):
-        return compiled["catalogs"][lang]
-    import tomllib  # only when the compiled catalog is missing or stale
-
-    return tomllib.loads(raw.decode("utf-8"))
-
-
-def compile_catalogs() -> Path:
-    """Write ``catalogs.json`` from the TOML catalogs (run after editing one)."""
-    import tomllib
-
-    sources, catalogs = {}, {}
-    for lang in LANGS:
-        raw = (CATALOGS / f"{lang}.toml").read_bytes()
-        sources[lang] = zlib.crc32(raw)
-        catalogs[lang] = tomllib.loads(raw.decode("utf-8"))
-    text = json.dumps({"sources": sources, "catalogs": catalogs}, ensure_ascii=False, indent=1)
-    COMPILED.write_text(text + "\n", encoding="utf-8")
-    return COMPILED
+    return tomllib.loads((CATALOGS / f"{lang}.toml").read_text(encoding="utf-8"))
 
 
 class _Safe(dict):  # type: ignore[type-arg]
@@ -169,7 +131,3 @@ def render_error(number: str, exc: BaseException, lang: str) -> str:
     from gpushare.checks import T
 
     return render_value(T("grader_error", error=f"{type(exc).__name__}: {exc}"[:300]), lang)
-
-
-if __name__ == "__main__":
-    print(f"wrote {compile_catalogs()}")

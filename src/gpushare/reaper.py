@@ -19,12 +19,9 @@ import os
 import select
 import sys
 import time
+from collections.abc import Callable
 
 from gpushare import limits as _limits
-
-TYPE_CHECKING = False  # not `typing`'s: the master imports only what it needs
-if TYPE_CHECKING:
-    from collections.abc import Callable
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36

@@ -37,10 +37,10 @@ import random
 import re
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from gpushare.checks import T
-from gpushare.records import Record
 
 GPU_KEY = "nvidia.com/gpu"
 NAMESPACE = "gpu-share"
@@ -66,13 +66,12 @@ OverEntries = tuple[tuple[str, int], ...]
 # --------------------------------------------------------------------------------------------
 
 
-class Verdict(Record):
+@dataclass
+class Verdict:
     """What a correct script does for one manifest: these OVER entries, and this exit code."""
 
-    __slots__ = ("over", "rc")
-
-    def __init__(self, over: OverEntries, rc: int) -> None:
-        self.over, self.rc = over, rc
+    over: OverEntries
+    rc: int
 
     @property
     def stdout_lines(self) -> tuple[str, ...]:
@@ -156,7 +155,8 @@ def _verdict_of(docs: list[object]) -> Verdict:
 # --------------------------------------------------------------------------------------------
 
 
-class Case(Record):
+@dataclass
+class Case:
     """One manifest to run the learner's script on, with what a correct script does.
 
     ``expect_over`` empty means the script must print ``OK`` (and ``expect_rc`` is 0).
@@ -164,18 +164,11 @@ class Case(Record):
     in their language next to the expected and the found output.
     """
 
-    __slots__ = ("description", "expect_over", "expect_rc", "manifest", "name")
-
-    def __init__(
-        self,
-        name: str,
-        manifest: str,
-        expect_rc: int,
-        expect_over: OverEntries,
-        description: T,
-    ) -> None:
-        self.name, self.manifest, self.description = name, manifest, description
-        self.expect_rc, self.expect_over = expect_rc, expect_over
+    name: str
+    manifest: str
+    expect_rc: int
+    expect_over: OverEntries
+    description: T
 
 
 # What each sample is, in the learner's language (catalog keys under [values]).
@@ -256,55 +249,33 @@ class _Names:
                 return name
 
 
-class _Container(Record):
+@dataclass
+class _Container:
     """A container as the generator means it; rendered to YAML text by :func:`_render_pod`."""
 
-    __slots__ = (
-        "cpu",
-        "empty_resources",
-        "gpu_limits",
-        "gpu_requests",
-        "image",
-        "memory",
-        "name",
-        "quote",
-    )
-
-    def __init__(
-        self,
-        name: str,
-        image: str,
-        gpu_limits: int | None = None,
-        gpu_requests: int | None = None,
-        quote: str = "plain",  # how the GPU quantity is written: 2, "2" or '2'
-        cpu: str | None = None,
-        memory: str | None = None,
-        empty_resources: bool = False,  # write ``resources: {}`` when there is nothing to ask
-    ) -> None:
-        self.name, self.image, self.quote = name, image, quote
-        self.gpu_limits, self.gpu_requests = gpu_limits, gpu_requests
-        self.cpu, self.memory, self.empty_resources = cpu, memory, empty_resources
+    name: str
+    image: str
+    gpu_limits: int | None = None
+    gpu_requests: int | None = None
+    quote: str = "plain"
+    cpu: str | None = None
+    memory: str | None = None
+    empty_resources: bool = False
 
     @property
     def gpus(self) -> int:
         return max(self.gpu_limits or 0, self.gpu_requests or 0)
 
 
-class _Draft(Record):
+@dataclass
+class _Draft:
     """A case before the oracle has checked it: the builder's own idea of the answer."""
 
-    __slots__ = ("description", "intended_over", "manifest", "n_docs", "name")
-
-    def __init__(
-        self,
-        name: str,
-        manifest: str,
-        intended_over: OverEntries,
-        description: T,
-        n_docs: int = 1,  # how many YAML documents (empty ones included) the text must hold
-    ) -> None:
-        self.name, self.manifest, self.description = name, manifest, description
-        self.intended_over, self.n_docs = intended_over, n_docs
+    name: str
+    manifest: str
+    intended_over: OverEntries
+    description: T
+    n_docs: int = 1
 
 
 def _quantity(value: int, quote: str) -> str:

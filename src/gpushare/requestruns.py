@@ -14,14 +14,13 @@ directory, and passed as the script's only argument. Judging happens when a chec
 from __future__ import annotations
 
 import os
+import tempfile
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpushare import sandbox
 
-# Not ``typing.TYPE_CHECKING``: importing ``typing`` (like ``dataclasses`` or ``tempfile``) would
-# delay the start of the learner's runs, which this module exists to start early.
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from gpushare.requestcases import Case
 
@@ -51,15 +50,8 @@ def stderr_tail(text: str, lines: int = STDERR_LINES, chars: int = STDERR_CHARS)
 
 
 def _private_dir() -> Path:
-    """A new directory only we can read, like ``tempfile.mkdtemp`` (without its imports)."""
-    base = Path(os.environ.get("TMPDIR") or "/tmp")
-    while True:
-        path = base / f"gpushare-cases-{os.urandom(6).hex()}"
-        try:
-            path.mkdir(mode=0o700)
-        except FileExistsError:
-            continue
-        return path
+    """A new directory only we can read, for the case manifests."""
+    return Path(tempfile.mkdtemp(prefix="gpushare-cases-"))
 
 
 def new_seed() -> int:

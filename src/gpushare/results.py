@@ -8,60 +8,37 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import KW_ONLY, dataclass
+from pathlib import Path
+from typing import Any
 
 from gpushare import __version__, versions
-from gpushare.records import Record
-
-TYPE_CHECKING = False  # not ``typing``: see gpushare.records
-if TYPE_CHECKING:
-    from pathlib import Path
-    from typing import Any
 
 
 def number_key(number: str) -> tuple[int, ...]:
     return tuple(int(p) for p in number.split(".") if p.isdigit())
 
 
-class CheckResult(Record):
+@dataclass
+class CheckResult:
     """One check's scored result, as every report shows it."""
 
-    __slots__ = (
-        "error",
-        "max_score",
-        "nodeid",
-        "number",
-        "output",
-        "passed",
-        "score",
-        "step",
-        "title",
-        "visibility",
-        "withheld",
-    )
-
-    def __init__(
-        self,
-        *,
-        number: str,
-        step: int,
-        title: str,
-        max_score: int,
-        score: int,
-        passed: bool,
-        output: str,
-        error: str,
-        nodeid: str,
-        visibility: str = "visible",
-        withheld: bool = False,
-    ) -> None:
-        """``error``: "" (the learner's own result), "cluster" (the grader could not read the
-        cluster: not a result at all) or "grader" (a bug of ours). ``visibility`` (Gradescope's
-        four values) and ``withheld`` (feedback reduced) are set by the instructor's policy,
-        :func:`gpushare.lms.policy.apply`."""
-        self.number, self.step, self.title = number, step, title
-        self.max_score, self.score, self.passed = max_score, score, passed
-        self.output, self.error, self.nodeid = output, error, nodeid
-        self.visibility, self.withheld = visibility, withheld
+    _: KW_ONLY
+    number: str
+    step: int
+    title: str
+    max_score: int
+    score: int
+    passed: bool
+    output: str
+    # "" (the learner's own result), "cluster" (the grader could not read the cluster: not a
+    # result at all), "timeout" (the deadline struck first) or "grader" (a bug of ours)
+    error: str
+    nodeid: str
+    # set by the instructor's policy (gpushare.lms.policy.apply): Gradescope's four values,
+    # and whether the feedback was reduced
+    visibility: str = "visible"
+    withheld: bool = False
 
     def fail(self, output: str, error: str) -> None:
         self.passed = False
@@ -89,43 +66,21 @@ class CheckResult(Record):
         }
 
 
-class Report(Record):
+@dataclass
+class Report:
     """Every check of one grade, and what a regrade needs."""
 
-    __slots__ = (
-        "checks",
-        "cluster",
-        "could_not_grade",
-        "execution_time",
-        "lang",
-        "policy",
-        "seed",
-        "server",
-        "timed_out",
-        "workdir",
-    )
-
-    def __init__(
-        self,
-        *,
-        checks: list[CheckResult],
-        execution_time: float,
-        lang: str,
-        seed: int,
-        workdir: str,
-        server: str | None,
-        cluster: dict[str, str] | None = None,
-        could_not_grade: str | None = None,
-        timed_out: bool = False,
-        policy: str | None = None,
-    ) -> None:
-        """``cluster``: what was graded (kubeconfig, context, cluster, server, user);
-        ``could_not_grade``: why the cluster could not be read, which voids the grade;
-        ``policy``: the visibility policy applied (:mod:`gpushare.lms.policy`), if any."""
-        self.checks, self.execution_time, self.lang = checks, execution_time, lang
-        self.seed, self.workdir, self.server = seed, workdir, server
-        self.cluster, self.could_not_grade = cluster, could_not_grade
-        self.timed_out, self.policy = timed_out, policy
+    _: KW_ONLY
+    checks: list[CheckResult]
+    execution_time: float
+    lang: str
+    seed: int
+    workdir: str
+    server: str | None
+    cluster: dict[str, str] | None = None  # what was graded: kubeconfig, context, server...
+    could_not_grade: str | None = None  # why the cluster could not be read (voids the grade)
+    timed_out: bool = False  # the deadline struck: finished checks keep their results
+    policy: str | None = None
 
     @property
     def complete(self) -> bool:

@@ -14,30 +14,22 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from gpushare.records import Record
 from gpushare.results import number_key
 from gpushare.session import GradeError, GradeSession
 
-TYPE_CHECKING = False  # not ``typing`` at run time: see gpushare.records
-if TYPE_CHECKING:
-    from typing import Any
 
-
-class Check(Record):
+@dataclass
+class Check:
     """One ``@check`` function of the graders, named as pytest names it."""
 
-    __slots__ = ("classname", "function", "meta", "nodeid")
-
-    def __init__(
-        self,
-        meta: dict[str, Any],
-        function: Callable[..., Any],
-        nodeid: str,  # as pytest names it: graders/<file>::<function>
-        classname: str,  # as pytest's JUnit XML names it: graders.<module>
-    ) -> None:
-        self.meta, self.function, self.nodeid, self.classname = meta, function, nodeid, classname
+    meta: dict[str, Any]
+    function: Callable[..., Any]
+    nodeid: str
+    classname: str
 
     def parameters(self) -> tuple[str, ...]:
         """The inputs the check asks for, by name (what pytest would inject as fixtures)."""

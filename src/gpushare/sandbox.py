@@ -51,13 +51,12 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpushare.limits import Limits
-from gpushare.records import Record
 
-# Not ``typing.TYPE_CHECKING``: importing ``typing`` costs a grade's start-up.
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from gpushare.isolation import Isolation
 
@@ -91,7 +90,8 @@ DEFAULT_LIMITS = Limits(
 )
 
 
-class RunResult(Record):
+@dataclass
+class RunResult:
     """What one run of an untrusted script did.
 
     ``returncode`` is None when the run was ended for exceeding its time limit, negative (-N) when
@@ -111,40 +111,16 @@ class RunResult(Record):
     that dies of signal N reports ``128 + N`` (as a shell does), not -N.
     """
 
-    __slots__ = (
-        "duration",
-        "isolated",
-        "leftover_killed",
-        "limits_hit",
-        "returncode",
-        "stderr",
-        "stdout",
-        "timed_out",
-        "truncated",
-    )
-
-    def __init__(
-        self,
-        *,
-        returncode: int | None,
-        stdout: str,
-        stderr: str,
-        timed_out: bool,
-        truncated: bool,
-        duration: float,
-        leftover_killed: int,
-        limits_hit: tuple[str, ...] = (),
-        isolated: bool = False,
-    ) -> None:
-        self.returncode = returncode
-        self.stdout = stdout
-        self.stderr = stderr
-        self.timed_out = timed_out
-        self.truncated = truncated
-        self.duration = duration
-        self.leftover_killed = leftover_killed
-        self.limits_hit = limits_hit
-        self.isolated = isolated
+    _: KW_ONLY
+    returncode: int | None
+    stdout: str
+    stderr: str
+    timed_out: bool
+    truncated: bool
+    duration: float
+    leftover_killed: int
+    limits_hit: tuple[str, ...] = ()
+    isolated: bool = False
 
     def __hash__(self) -> int:
         return hash(self._values())

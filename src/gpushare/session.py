@@ -10,18 +10,15 @@ score by construction, and a test of ours compares the two.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from gpushare import messages, results
 from gpushare.checks import CheckFailed, T
 from gpushare.kubeapi import ApiError, KubeconfigError, Unreachable
 from gpushare.labstate import ClusterUnreadable
 from gpushare.workdir import Workdir
-
-TYPE_CHECKING = False  # not ``typing`` at run time: see gpushare.records
-if TYPE_CHECKING:
-    from collections.abc import Iterable
-    from typing import Any
 
 
 class GradeError(Exception):

@@ -49,7 +49,7 @@ def render(report: Report, *, color: bool, feedback: bool = True) -> str:
         name = _pad(messages.step_name(step, lang), 34)
         out.append(f"  {step}. {name} {score:>3}/{max_score:<3} {mark}")
     if len(shown) == len(report.checks):
-        total = f"{messages.label('total', lang)}: {report.score}/{report.max_score}"
+        total = messages.labelled("total", f"{report.score}/{report.max_score}", lang)
         out.append(paint(BOLD, "  " + total))
     else:
         first, *rest = report.figures().splitlines()

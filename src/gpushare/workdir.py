@@ -11,16 +11,13 @@ from __future__ import annotations
 
 import os
 import stat
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from gpushare.checks import T
-from gpushare.records import Record
-
-TYPE_CHECKING = False  # not ``typing`` at run time: see gpushare.records
-if TYPE_CHECKING:
-    from typing import Any
 
 MAX_BYTES = 1024 * 1024
 
@@ -62,13 +59,13 @@ def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> LineDict:
 _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
-class FileProblem(Record):
+@dataclass
+class FileProblem:
     """Why a file could not be used; ``problem`` is a catalog value with its parameters."""
 
-    __slots__ = ("line", "path", "problem")
-
-    def __init__(self, path: str, problem: T, line: int | None = None) -> None:
-        self.path, self.problem, self.line = path, problem, line
+    path: str
+    problem: T
+    line: int | None = None
 
     @property
     def where(self) -> str:

@@ -36,10 +36,9 @@ XML, the terminal and the class report hold the same redactions and the same hon
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from gpushare.records import Record
 
 VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
 _RULE_KEYS = {"visibility", "show_expected"}
@@ -50,10 +49,12 @@ class PolicyError(Exception):
     """The policy file cannot be used; one line saying where and why (exit 2)."""
 
 
-class Rule(Record):
+@dataclass(init=False)
+class Rule:
     """What learners see of one check."""
 
-    __slots__ = ("show_expected", "visibility")
+    show_expected: bool | None
+    visibility: str
 
     def __init__(self, visibility: str = "visible", show_expected: bool | None = None) -> None:
         self.visibility = visibility
@@ -61,10 +62,15 @@ class Rule(Record):
         self.show_expected = visibility == "visible" if show_expected is None else show_expected
 
 
-class Policy(Record):
+@dataclass(init=False)
+class Policy:
     """A parsed policy: a default rule, rules per step and per check, and where it came from."""
 
-    __slots__ = ("checks", "default", "name", "sha256", "steps")
+    checks: dict[str, Rule] | None
+    default: Rule | None
+    name: str
+    sha256: str
+    steps: dict[int, Rule] | None
 
     def __init__(
         self,
