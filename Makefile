@@ -12,7 +12,7 @@ STAMP   := $(VENV)/.installed
 setup: install sandbox
 	$(BIN)/gpushare setup
 
-# learners' scripts run in bubblewrap (src/gpushare/isolation.py): installed where we can (root
+# learners' scripts run in bubblewrap (src/gpushare/sandbox/isolation.py): installed where we can (root
 # with apt-get), else we say how; a missing sandbox never fails setup
 .PHONY: sandbox
 sandbox: install

@@ -13,4 +13,4 @@ try:
 except ImportError:  # a checkout without `make setup`: use the source tree directly
     sys.path.insert(0, str(Path(__file__).parent / "src"))
 
-pytest_plugins = ["gpushare.plugin"]
+pytest_plugins = ["gpushare.grading.plugin"]

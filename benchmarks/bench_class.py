@@ -30,8 +30,9 @@ sys.path.insert(0, str(ROOT))  # tests.class_snapshots: the real variants the te
 
 from tests import class_snapshots as snaps  # noqa: E402
 
-from gpushare import cluster, isolation, solve  # noqa: E402
 from gpushare.classroom import batch  # noqa: E402
+from gpushare.lab import cluster, solve  # noqa: E402
+from gpushare.sandbox import isolation  # noqa: E402
 
 NAME = os.environ.get("GPUSHARE_CLUSTER", "gpushare")
 COUNT = int(os.environ.get("BENCH_CLASS_COUNT", "200"))

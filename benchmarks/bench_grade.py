@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from gpushare import binaries, cluster, solve
+from gpushare.lab import binaries, cluster, solve
 
 NAME = os.environ.get("GPUSHARE_CLUSTER", "gpushare")
 HERE = Path(__file__).resolve().parent

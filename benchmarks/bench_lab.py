@@ -19,7 +19,7 @@ from pathlib import Path
 
 import psutil
 
-from gpushare import cluster, procs, solve
+from gpushare.lab import cluster, procs, solve
 
 NAME = "gpushare-bench"
 

@@ -2,7 +2,7 @@
 
 Issue 8 saw it once in 126 plays: `reset`, the learner's namespaces, ConfigMap and pods created
 within seconds, and seconds later the ConfigMap was gone. The namespace controller syncs a
-deleted namespace by name 5 s after its deletion (see gpushare.purge); a reset less than 5 s
+deleted namespace by name 5 s after its deletion (see gpushare.lab.purge); a reset less than 5 s
 after the previous one of the same names meets that delayed sync while its namespaces are
 still terminating. So each cycle here does what a quick replay does, with the second reset
 timed to fall on the controller's sync:
@@ -34,8 +34,8 @@ import threading
 import time
 from pathlib import Path
 
-from gpushare import cluster, purge
-from gpushare.kubeapi import ApiError, Client
+from gpushare.lab import cluster, purge
+from gpushare.lab.kubeapi import ApiError, Client
 
 # types whose objects come and go on their own (events are written by the scheduler)
 SKIP = ("/events",)

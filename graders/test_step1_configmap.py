@@ -1,7 +1,7 @@
 """Step 1: namespaces, and one ConfigMap holding two device-plugin configs."""
 
-from gpushare.checks import T, check, fail
-from gpushare.lab_rules import (
+from gpushare.grading.checks import T, check, fail
+from gpushare.grading.lab_rules import (
     config_format_problem,
     device_plugin_config,
     dig,
@@ -10,8 +10,8 @@ from gpushare.lab_rules import (
     show_yaml,
     where_cm,
 )
-from gpushare.labstate import CONFIGMAP_NAME, CONFIGMAP_NS, GPU
-from gpushare.workdir import load_yaml_text, yaml_kind
+from gpushare.grading.labstate import CONFIGMAP_NAME, CONFIGMAP_NS, GPU
+from gpushare.submissions.workdir import load_yaml_text, yaml_kind
 
 FILE = "k8s/device-plugin-configs.yaml"
 

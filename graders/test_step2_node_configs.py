@@ -1,8 +1,13 @@
 """Step 2: nodes pick a device-plugin config by label; their GPU count follows replicas."""
 
-from gpushare.checks import T, check, fail
-from gpushare.lab_rules import CONFIG_FOR_NODE, PHYSICAL_GPUS, node_resource, shared_replicas
-from gpushare.labstate import CONFIG_LABEL, GPU, show_quantity
+from gpushare.grading.checks import T, check, fail
+from gpushare.grading.lab_rules import (
+    CONFIG_FOR_NODE,
+    PHYSICAL_GPUS,
+    node_resource,
+    shared_replicas,
+)
+from gpushare.grading.labstate import CONFIG_LABEL, GPU, show_quantity
 
 
 def _node(lab, name):

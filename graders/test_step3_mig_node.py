@@ -1,8 +1,8 @@
 """Step 3: lab-node-2 is a MIG "mixed" node that advertises profile names, not nvidia.com/gpu."""
 
-from gpushare.checks import T, check, fail
-from gpushare.lab_rules import MIG_COUNT, MIG_NODE, MIG_PROFILE, node_resource
-from gpushare.labstate import GPU, MIG_PREFIX, show_quantity
+from gpushare.grading.checks import T, check, fail
+from gpushare.grading.lab_rules import MIG_COUNT, MIG_NODE, MIG_PROFILE, node_resource
+from gpushare.grading.labstate import GPU, MIG_PREFIX, show_quantity
 
 STRATEGY = "nvidia.com/mig.strategy"
 PRODUCT = "nvidia.com/gpu.product"

@@ -1,8 +1,8 @@
 """Step 4: two pods that differ only in the resource name land on different nodes."""
 
-from gpushare.checks import T, check, fail
-from gpushare.lab_rules import MIG_NODE, MIG_PROFILE, find_object, line_of, objects_of
-from gpushare.labstate import GPU, node_conditions, requested, show_quantity
+from gpushare.grading.checks import T, check, fail
+from gpushare.grading.lab_rules import MIG_NODE, MIG_PROFILE, find_object, line_of, objects_of
+from gpushare.grading.labstate import GPU, node_conditions, requested, show_quantity
 
 FILE = "k8s/mig-job.yaml"
 NS = "gpu-share"

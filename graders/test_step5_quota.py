@@ -3,10 +3,10 @@
 import json
 import re
 
-from gpushare.checks import CheckFailed, T, check, fail
-from gpushare.lab_rules import find_object, line_of, objects_of
-from gpushare.labstate import GPU, QUOTA_NAME, QUOTA_NS, quantity, requested, show_quantity
-from gpushare.workdir import FileProblem
+from gpushare.grading.checks import CheckFailed, T, check, fail
+from gpushare.grading.lab_rules import find_object, line_of, objects_of
+from gpushare.grading.labstate import GPU, QUOTA_NAME, QUOTA_NS, quantity, requested, show_quantity
+from gpushare.submissions.workdir import FileProblem
 
 QUOTA_FILE = "k8s/gpu-quota.yaml"
 OVER_FILE = "k8s/team-over.yaml"

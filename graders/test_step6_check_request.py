@@ -1,11 +1,11 @@
 """Step 6: bin/check-request.sh refuses multi-slice requests before deployment.
 
-The learner's script is run for real (see gpushare.requestruns): on the three samples and on
+The learner's script is run for real (see gpushare.grading.requestruns): on the three samples and on
 unseen cases generated from the run's seed, which the results record.
 """
 
-from gpushare.checks import T, check, fail
-from gpushare.requestruns import SCRIPT, TIMEOUT_S, stderr_tail
+from gpushare.grading.checks import T, check, fail
+from gpushare.grading.requestruns import SCRIPT, TIMEOUT_S, stderr_tail
 
 
 def _script_ok(runs, strict=False):

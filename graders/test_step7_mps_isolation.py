@@ -1,7 +1,7 @@
 """Step 7: a third way (MPS) in the same ConfigMap, and the isolation table."""
 
-from gpushare.checks import T, check, fail
-from gpushare.lab_rules import (
+from gpushare.grading.checks import T, check, fail
+from gpushare.grading.lab_rules import (
     ISOLATION,
     ISOLATION_VALUES,
     device_plugin_config,
@@ -9,8 +9,8 @@ from gpushare.lab_rules import (
     show_yaml,
     where_cm,
 )
-from gpushare.labstate import GPU
-from gpushare.workdir import FileProblem
+from gpushare.grading.labstate import GPU
+from gpushare.submissions.workdir import FileProblem
 
 FILE = "out/isolation.txt"
 

@@ -1,8 +1,15 @@
 """Step 8: each workload on the node that suits it, chosen by labels, recorded truthfully."""
 
-from gpushare.checks import T, check, fail
-from gpushare.lab_rules import PLACEMENT, dig, find_object, lab_node_labels, line_of, objects_of
-from gpushare.labstate import (
+from gpushare.grading.checks import T, check, fail
+from gpushare.grading.lab_rules import (
+    PLACEMENT,
+    dig,
+    find_object,
+    lab_node_labels,
+    line_of,
+    objects_of,
+)
+from gpushare.grading.labstate import (
     GPU,
     MIG_PREFIX,
     pod_resources,
@@ -10,7 +17,7 @@ from gpushare.labstate import (
     selects_by_label,
     show_quantity,
 )
-from gpushare.workdir import FileProblem
+from gpushare.submissions.workdir import FileProblem
 
 FILE = "k8s/placement.yaml"
 OUT = "out/placement.txt"

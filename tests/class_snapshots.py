@@ -1,6 +1,6 @@
 """A small class of real snapshots, captured from the test lab, for the class-grading tests.
 
-Every snapshot is taken by :func:`gpushare.capture.take` from the real lab: the reference
+Every snapshot is taken by :func:`gpushare.grading.capture.take` from the real lab: the reference
 solution, and variants made by changing the solved work dir (or the lab itself) before the
 capture. :func:`respin` makes many more from one real snapshot, each with a learner id and a
 content hash of its own (a file added to its work dir), for the benchmark.
@@ -14,7 +14,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from gpushare import capture, snapshot
+from gpushare.grading import capture
+from gpushare.submissions import snapshot
 
 ENDLESS = ("sleep", "297")
 

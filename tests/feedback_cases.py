@@ -35,12 +35,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpushare import messages
-from gpushare.checks import CheckFailed
+from gpushare.grading.checks import CheckFailed
+from gpushare.grading.requestruns import RequestRuns
+from gpushare.grading.runner import Check, load_checks
 from gpushare.locations import default_fixtures
-from gpushare.requestruns import RequestRuns
-from gpushare.runner import Check, load_checks
-from gpushare.workdir import Workdir
+from gpushare.reports import messages
+from gpushare.submissions.workdir import Workdir
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDING = ROOT / "tests" / "data" / "feedback-cases.json.gz"
@@ -688,7 +688,7 @@ def _step5() -> Any:
 
 def _export(lab: Any, workdir: Path, only_dry_runs: bool = False) -> dict[str, Any]:
     """The cluster's answers as a grade reads them, with the dry-runs the graders declare."""
-    from gpushare.labstate import LabState
+    from gpushare.grading.labstate import LabState
 
     state = LabState(lab.client(timeout=10), _step5().dry_runs(Workdir(workdir)))
     try:
@@ -706,7 +706,7 @@ def record(cluster_name: str, out: Path = RECORDING) -> Path:
     File cases come first, on the solved lab; then each cluster case on a lab reset and solved
     again, so every case has exactly one mistake.
     """
-    from gpushare import cluster, solve
+    from gpushare.lab import cluster, solve
 
     lab = cluster.up(cluster_name)
     clusters: dict[str, Any] = {}
@@ -802,7 +802,7 @@ def _fail_site(exc: BaseException) -> tuple[str, int]:
 
 def replay(data: dict[str, Any] | None = None) -> Iterator[Outcome]:
     """Run every check on every recorded case; the learner's script runs for real."""
-    from gpushare.labstate import LabState
+    from gpushare.grading.labstate import LabState
 
     data = data or load()
     checks = load_checks(GRADERS)

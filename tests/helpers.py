@@ -11,14 +11,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpushare import binaries, cluster, solve
+from gpushare.lab import binaries, cluster, solve
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def discovered_checks() -> dict[str, int]:
     """Every check of graders/ and its points: what a grade must hold, never listed by hand."""
-    from gpushare import runner
+    from gpushare.grading import runner
     from gpushare.locations import graders_dir
 
     return {c.meta["number"]: c.meta["points"] for c in runner.load_checks(graders_dir())}

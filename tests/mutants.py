@@ -502,7 +502,7 @@ AFFINITY = """  affinity:
 
 
 def _alternative_solutions(dst: Path) -> Path:
-    from gpushare.solve import solutions_dir
+    from gpushare.lab.solve import solutions_dir
 
     """A copy of solutions/ written the other correct ways a learner may choose."""
     shutil.copytree(solutions_dir(), dst)
@@ -567,7 +567,7 @@ def _alternative_solutions(dst: Path) -> Path:
 
 def play_alternatives(lab: Any, state: Any, tmp_path: Path) -> Path:
     """The lab solved the other correct ways a learner may choose; returns the work dir."""
-    from gpushare import solve
+    from gpushare.lab import solve
 
     state.fresh()
     workdir = tmp_path / "alt"

@@ -20,7 +20,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from gpushare import capture, cluster
+from gpushare.grading import capture
+from gpushare.lab import cluster
 from tests.helpers import ROOT, LabState
 from tests.mutants import (
     CLUSTER_MUTANTS,

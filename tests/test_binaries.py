@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gpushare import binaries, versions
+from gpushare.lab import binaries, versions
 
 
 @pytest.fixture

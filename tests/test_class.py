@@ -26,8 +26,8 @@ import psutil
 import pytest
 import yaml
 
-from gpushare import isolation
 from gpushare.classroom import inputs, job, pool
+from gpushare.sandbox import isolation
 from tests import class_snapshots as snaps
 from tests.helpers import ROOT, grade_snapshot, kubectl
 

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from gpushare import messages
-from gpushare.lab_rules import show_yaml
-from gpushare.requestruns import stderr_tail
-from gpushare.workdir import load_yaml_text
+from gpushare.grading.lab_rules import show_yaml
+from gpushare.grading.requestruns import stderr_tail
+from gpushare.reports import messages
+from gpushare.submissions.workdir import load_yaml_text
 from tests.feedback_cases import ALL, Outcome, all_cases, load, replay
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -197,7 +197,10 @@ def test_feedback_is_in_the_learners_language(outcomes):
 
 def _fail_sites() -> set[tuple[str, int]]:
     sites = set()
-    files = [*sorted((ROOT / "graders").glob("test_step*.py")), ROOT / "src/gpushare/lab_rules.py"]
+    files = [
+        *sorted((ROOT / "graders").glob("test_step*.py")),
+        ROOT / "src/gpushare/grading/lab_rules.py",
+    ]
     for path in files:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "fail":

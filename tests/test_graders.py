@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gpushare import cluster
+from gpushare.lab import cluster
 from tests.helpers import ALL_CHECKS, MAX_SCORE, ROOT, kubectl, run_grade
 from tests.mutants import (
     CLUSTER_MUTANTS,

@@ -25,7 +25,8 @@ import psutil
 import pytest
 import yaml
 
-from gpushare import capture, requestcases, snapshot
+from gpushare.grading import capture, requestcases
+from gpushare.submissions import snapshot
 from tests.helpers import _gpushare
 
 # Gradescope's published results.json specification ("Autograder Specifications", Output
@@ -293,7 +294,7 @@ def test_bundle_is_in_gradescope_layout_and_reproducible(tmp_path):
     assert {f"graders/test_step{n}_" in " ".join(names) for n in range(1, 9)} == {True}
     assert "fixtures/check-request/over.yaml" in names
     assert "src/gpushare/lms/gradescope.py" in names
-    assert "src/gpushare/messages/en.toml" in names
+    assert "src/gpushare/reports/messages/en.toml" in names
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
     assert not [n for n in names if n.startswith(("solutions/", "tests/"))]
 

@@ -1,4 +1,4 @@
-"""Tests for ``gpushare.isolation``: a learner's script tries every escape, for real.
+"""Tests for ``gpushare.sandbox.isolation``: a learner's script tries every escape, for real.
 
 Each test runs a real script in the real bubblewrap sandbox, under the real reaper, and checks
 from outside (files, sockets, psutil) that the escape failed, that the run ended with the right
@@ -22,9 +22,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gpushare import binaries, isolation, limits, requestcases
-from gpushare.isolation import Isolation, IsolationUnavailable
-from gpushare.sandbox import RunResult, SandboxError, Supervisor
+from gpushare.grading import requestcases
+from gpushare.lab import binaries
+from gpushare.sandbox import isolation, limits
+from gpushare.sandbox.isolation import Isolation, IsolationUnavailable
+from gpushare.sandbox.supervisor import RunResult, SandboxError, Supervisor
 from tests.test_sandbox import MARKER, SLACK_S, _marked, _script
 
 ROOT = Path(__file__).resolve().parents[1]

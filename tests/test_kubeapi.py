@@ -1,6 +1,6 @@
 """Our lean REST client against the official ``kubernetes`` client, on the same real lab.
 
-gpushare reads the cluster with :mod:`gpushare.kubeapi` (the official client costs more than
+gpushare reads the cluster with :mod:`gpushare.lab.kubeapi` (the official client costs more than
 half a second to import, a grade has one second). This proves the two see the same objects
 and that errors are the apiserver's own.
 """
@@ -15,7 +15,7 @@ from typing import ClassVar
 
 import pytest
 
-from gpushare.kubeapi import (
+from gpushare.lab.kubeapi import (
     ApiError,
     Client,
     Credentials,
@@ -172,7 +172,7 @@ def test_nothing_listening_is_unreachable():
 def test_a_hung_apiserver_costs_the_cluster_read_one_timeout():
     """The read is sequential: after one query times out the others fail at once, so a hung
     apiserver costs one timeout, not one per query (counted as connections, not timed)."""
-    from gpushare.labstate import LabState
+    from gpushare.grading.labstate import LabState
 
     accepted: list[socket.socket] = []
     listener = socket.socket()

@@ -22,7 +22,7 @@ import psutil
 import pytest
 import yaml
 
-from gpushare import cluster
+from gpushare.lab import cluster
 from tests.helpers import ROOT
 
 GRADER_NS = "gpushare-grader"

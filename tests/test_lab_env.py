@@ -12,9 +12,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gpushare import cluster, ports, purge
-from gpushare.cluster import LAB_NODES, NODE_RESOURCES
-from gpushare.kubeapi import ApiError, Client
+from gpushare.lab import cluster, ports, purge
+from gpushare.lab.cluster import LAB_NODES, NODE_RESOURCES
+from gpushare.lab.kubeapi import ApiError, Client
 from tests.helpers import ROOT, TEST_CLUSTER, kubectl
 
 
@@ -193,7 +193,7 @@ def test_reset_restores_the_fresh_lab(lab, client, state):
 
 
 def test_reset_reads_the_namespace_controllers_work_queue(lab, client, state):
-    """reset's guard against the namespace controller (see gpushare.purge) must really read
+    """reset's guard against the namespace controller (see gpushare.lab.purge) must really read
     its counters: were they renamed, the wait would pass without looking."""
     state.fresh()
     url = cluster._controller_metrics_url(lab)
@@ -290,7 +290,7 @@ def test_stop_keeps_data_and_down_leaves_no_process(tmp_path):
         cluster.down(name)
     assert not cluster.Lab(name).dir.exists()
     assert not [p for p in running if _alive(p)]
-    from gpushare import procs
+    from gpushare.lab import procs
 
     assert procs.cluster_processes(cluster.Lab(name).dir) == []
     assert ports.recorded(cluster.Lab(name).dir) is None

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gpushare import messages
-from gpushare.checks import CheckFailed, T
+from gpushare.grading.checks import CheckFailed, T
+from gpushare.reports import messages
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -54,7 +54,7 @@ def test_every_key_used_in_code_exists():
     missing = sorted(k for k in _keys_used_in_code() if k not in values)
     assert missing == []
     # keys built at run time: script problems and judge reasons
-    from gpushare import requestcases
+    from gpushare.grading import requestcases
 
     for reason in [*requestcases.REASONS, "timeout", "killed", "not_run"]:
         assert f"script_reason_{reason}" in values

@@ -14,8 +14,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gpushare import cluster, ports, procs
-from gpushare.cluster import LAB_NODES
+from gpushare.lab import cluster, ports, procs
+from gpushare.lab.cluster import LAB_NODES
 from tests.helpers import ROOT, TEST_CLUSTER
 
 PARALLEL = 8

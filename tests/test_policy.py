@@ -9,9 +9,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from gpushare import capture
-from gpushare.lms import policy
-from gpushare.lms.policy import PolicyError
+from gpushare.grading import capture
+from gpushare.reports import policy
+from gpushare.reports.policy import PolicyError
 from tests.helpers import _gpushare
 
 WRONG_TABLE = """TIMESLICING_MEMORY_ISOLATION=no
@@ -165,7 +165,7 @@ def test_while_a_check_is_hidden_the_wording_says_visible(wrong_table, tmp_path)
 
 
 def test_apply_is_idempotent_and_none_changes_nothing(wrong_table, tmp_path):
-    from gpushare.grade import Options, grade
+    from gpushare.grading.grade import Options, grade
 
     p = policy.parse({"checks": {"7.3": {"visibility": "hidden"}}}, name="inline")
     outcome = grade(Options(snapshot=wrong_table, lang="zh", seed=3, policy=p))

@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from gpushare import grade, isolation, runner, snapshot
+from gpushare.grading import grade, runner
 from gpushare.locations import graders_dir
+from gpushare.sandbox import isolation
+from gpushare.submissions import snapshot
 
 RECORDED = Path(__file__).with_name("recorded")
 INDEX = json.loads((RECORDED / "index.json").read_text())

@@ -22,8 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpushare import messages
-from gpushare.requestcases import (
+from gpushare.grading.requestcases import (
     MIN_COUNT,
     REASONS,
     Case,
@@ -35,6 +34,7 @@ from gpushare.requestcases import (
     parse_output,
     sample_cases,
 )
+from gpushare.reports import messages
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures" / "check-request"
@@ -175,7 +175,7 @@ def test_generate_is_deterministic_per_seed() -> None:
 def test_generate_is_deterministic_across_processes() -> None:
     """No hash randomisation or set ordering may leak into the manifests."""
     code = (
-        "import hashlib; from gpushare.requestcases import generate; "
+        "import hashlib; from gpushare.grading.requestcases import generate; "
         "print(hashlib.sha256(repr(generate(123, 8)).encode()).hexdigest())"
     )
     outs = {

@@ -1,4 +1,4 @@
-"""Tests for ``gpushare.sandbox``: real scripts, real processes, no mocks.
+"""Tests for ``gpushare.sandbox.supervisor``: real scripts, real processes, no mocks.
 
 Every run gets a unique marker in its environment; the ``sandbox`` fixture kills any process
 still carrying it when the test ends, so a failing test (or a sandbox bug) cannot leave strays on
@@ -25,7 +25,13 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gpushare.sandbox import RunResult, SandboxError, Supervisor, check_runnable, run_untrusted
+from gpushare.sandbox.supervisor import (
+    RunResult,
+    SandboxError,
+    Supervisor,
+    check_runnable,
+    run_untrusted,
+)
 
 MARKER = "GPUSHARE_SANDBOX_TEST"
 SLACK_S = 5.0  # on top of the run's own timeout, for a loaded machine
@@ -271,7 +277,8 @@ def test_grader_death_ends_the_run(tmp_path: Path, env: dict[str, str], token: s
         tmp_path / "s.sh", 'sleep 1000 &\necho "$$ $!" > "$1.tmp" && mv "$1.tmp" "$1"\nwait\n'
     )
     driver_code = (
-        "import sys\nfrom pathlib import Path\nfrom gpushare.sandbox import run_untrusted\n"
+        "import sys\nfrom pathlib import Path\n"
+        "from gpushare.sandbox.supervisor import run_untrusted\n"
         "run_untrusted(sys.argv[1:3], cwd=Path(sys.argv[3]), timeout=300)\n"
     )
     driver = subprocess.Popen(

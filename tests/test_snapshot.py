@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from gpushare import snapshot
-from gpushare.workdir import Workdir
+from gpushare.submissions import snapshot
+from gpushare.submissions.workdir import Workdir
 from tests.helpers import ROOT, grade_snapshot, run_grade, verdicts
 
 
@@ -262,7 +262,8 @@ def test_fresh_and_solved_lab_snapshots_grade_offline_as_live(lab, state, tmp_pa
 
 def test_snapshot_outlives_the_lab(tmp_path, state):
     """Captured from a lab of its own, which is then deleted: grading needs none of it."""
-    from gpushare import capture, cluster, solve
+    from gpushare.grading import capture
+    from gpushare.lab import cluster, solve
 
     name = f"gpushare-test-snap-{os.getpid()}"
     lab = cluster.up(name)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from gpushare.workdir import FileProblem, Workdir, load_yaml_text
+from gpushare.submissions.workdir import FileProblem, Workdir, load_yaml_text
 
 
 def _wd(tmp_path: Path, rel: str, content: bytes | str) -> Workdir:

@@ -237,11 +237,11 @@ def run() -> None:
 
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "grade":
-        from gpushare import grade
+        from gpushare.grading import grade
 
         return grade.run_cli(args)
     if args.command == "snapshot":
-        from gpushare import capture
+        from gpushare.grading import capture
 
         return capture.run_cli(args)
     if args.command == "class":
@@ -253,8 +253,8 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         return gradescope.run_cli(args)
 
-    from gpushare import binaries, cluster
-    from gpushare.kubeapi import KubeconfigError, Unreachable
+    from gpushare.lab import binaries, cluster
+    from gpushare.lab.kubeapi import KubeconfigError, Unreachable
 
     try:
         if args.command == "setup":
@@ -296,9 +296,7 @@ def _dispatch(args: argparse.Namespace) -> int:
                 _print_status(info)
             return EXIT_OK
         if args.command == "solve":
-            from gpushare import solve
-
-            return solve.run_cli(args)
+            return _solve(args)
     except (binaries.BinaryError, cluster.ClusterError, KubeconfigError, Unreachable) as exc:
         return _fail(str(exc))
     return _fail(f"unknown command {args.command}")
@@ -318,3 +316,27 @@ def _print_status(info: dict) -> None:
     print(f"versions    kwok {v['kwok']}, Kubernetes {v['kubernetes']}, etcd {v['etcd']}")
     missing = [k for k, p in info["binaries"].items() if p is None]
     print("binaries    " + ("all cached" if not missing else "missing: " + ", ".join(missing)))
+
+
+def _solve(args: argparse.Namespace) -> int:
+    """``gpushare solve``: the reference solution, on the cluster a grade would judge."""
+    from pathlib import Path
+
+    from gpushare.grading import runner
+    from gpushare.lab import kubeconfigs, solve
+    from gpushare.locations import default_workdir, graders_dir
+
+    workdir = Path(args.workdir).expanduser() if args.workdir else default_workdir()
+    try:
+        steps = [int(s) for s in args.steps.split(",")] if args.steps else None
+    except ValueError:
+        steps = [0]
+    known = sorted({c.meta["step"] for c in runner.load_checks(graders_dir())})
+    if steps and not set(steps) <= set(known):
+        return _fail(f"--steps takes comma-separated step numbers of {known}")
+    # --kubeconfig, else $KUBECONFIG (kubectl merges the list itself), else the lab
+    target = kubeconfigs.resolve(args.kubeconfig, None, args.cluster)
+    kubeconfig = None if target.is_lab else target.kubeconfig
+    solve.solve(workdir, kubeconfig=kubeconfig, cluster_name=args.cluster, steps=steps)
+    print(f"reference solution applied; work directory: {workdir}")
+    return EXIT_OK

@@ -61,7 +61,7 @@ def default_jobs() -> int:
 
 
 def resolve_lang(lang: str | None) -> str:
-    from gpushare import messages
+    from gpushare.reports import messages
 
     try:
         return messages.resolve_lang(lang)
@@ -199,7 +199,7 @@ def _policy(path: Path | None) -> Any:
     from them, shows only what learners may see."""
     if path is None:
         return None
-    from gpushare.grade import OptionError, _policy
+    from gpushare.grading.grade import OptionError, _policy
 
     try:
         return _policy(str(path))
@@ -209,7 +209,7 @@ def _policy(path: Path | None) -> Any:
 
 def _require_sandbox(unsafe: bool) -> None:
     """Refuse once, up front, rather than fail every submission the same way."""
-    from gpushare import isolation
+    from gpushare.sandbox import isolation
 
     try:
         isolation.require(unsafe_no_sandbox=unsafe)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpushare.classroom.gradebook import Row
-from gpushare.results import number_key
+from gpushare.reports.results import number_key
 
 
 @dataclass

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpushare.results import number_key
+from gpushare.reports.results import number_key
 
 CSV_NAME = "grades.csv"
 STATUSES = ("passed", "failed", "error")
@@ -85,7 +85,7 @@ class Row:
 
 def catalog() -> list[CheckInfo]:
     """Every check of the graders, in number order (the CSV's columns)."""
-    from gpushare import runner
+    from gpushare.grading import runner
     from gpushare.locations import graders_dir
 
     return [
@@ -147,11 +147,11 @@ def row_from_results(folder: str, results: dict[str, Any]) -> Row:
 def error_results(
     snapshot: Path, reason: str, kind: str, *, lang: str, seed: int | None, checks: list[CheckInfo]
 ) -> Any:
-    """A :class:`~gpushare.results.Report` for a submission that could not be graded: every
+    """A :class:`~gpushare.reports.results.Report` for a submission that could not be graded: every
     check an error of ``kind`` ("cluster" for a bad snapshot, "timeout", "grader") saying why,
     no score. Written with the same writers as a grade, so an LMS reads it the same way."""
-    from gpushare import messages, results
     from gpushare.classroom.texts import text as word
+    from gpushare.reports import messages, results
 
     text = word("not_graded", lang, reason=reason[:300])
     cells = [
@@ -191,7 +191,7 @@ def write_error(
     checks: list[CheckInfo],
 ) -> dict[str, Any]:
     """Write results.json and junit.xml of an ungradable submission; return the JSON."""
-    from gpushare import junit
+    from gpushare.reports import junit
 
     report = error_results(snapshot, reason, kind, lang=lang, seed=seed, checks=checks)
     report.write_json(folder / "results.json")

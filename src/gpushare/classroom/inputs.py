@@ -4,7 +4,7 @@ A snapshot's learner and capture time are read from its manifest (the first memb
 file, read alone, with a size cap), else from its file name as ``gpushare snapshot`` writes it
 (``<learner>-<YYYYmmddTHHMMSSZ>-<hash12>.gpushare.tgz``), so a corrupt file still lands in its
 learner's row as an error instead of vanishing. Nothing here trusts the manifest: it only
-orders and names; :func:`gpushare.snapshot.load` verifies every byte before a grade.
+orders and names; :func:`gpushare.submissions.snapshot.load` verifies every byte before a grade.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpushare.snapshot import MAX_ARCHIVE, SUFFIX, safe_name
+from gpushare.submissions.snapshot import MAX_ARCHIVE, SUFFIX, safe_name
 
 # Names the class folder uses itself; a learner folder never takes one of them.
 RESERVED = frozenset({"grades.csv", "report.html"})

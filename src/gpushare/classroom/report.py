@@ -18,11 +18,12 @@ from collections import Counter
 from pathlib import Path
 from urllib.parse import quote
 
-from gpushare import __version__, messages
+from gpushare import __version__
 from gpushare.classroom import feedback
 from gpushare.classroom.diff import Diff
 from gpushare.classroom.gradebook import CheckInfo, Row, columns, write_text
 from gpushare.classroom.texts import text
+from gpushare.reports import messages
 
 REPORT_NAME = "report.html"
 TOP_REASONS = 5

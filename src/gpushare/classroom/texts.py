@@ -1,7 +1,7 @@
 """The words of the class report and summary, in the three languages of the feedback.
 
 Check titles and the learners' feedback come from the message catalogs
-(:mod:`gpushare.messages`); these are only the instructor's page and terminal words, kept
+(:mod:`gpushare.reports.messages`); these are only the instructor's page and terminal words, kept
 beside the code that uses them so the learners' catalogs stay the learners'.
 """
 

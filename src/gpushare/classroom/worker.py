@@ -1,4 +1,4 @@
-"""One submission's grade inside a worker process: :func:`gpushare.grade.grade`, in-process.
+"""One submission's grade inside a worker process: :func:`gpushare.grading.grade.grade`, in-process.
 
 The worker writes the learner's ``results.json`` and ``junit.xml`` itself and hands back the
 JSON and what the grade cost: the worker's own CPU time (ours: unpacking, the cluster views,
@@ -32,18 +32,18 @@ class Task:
     timeout: float
     unsafe_no_sandbox: bool
     checks: tuple[gradebook.CheckInfo, ...]
-    policy: Any = None  # gpushare.lms.policy.Policy: what learners see of each check
+    policy: Any = None  # gpushare.reports.policy.Policy: what learners see of each check
 
 
 def preload() -> None:
     """Import everything a grade uses, once, in the parent: forked workers inherit it."""
-    import gpushare.grade
-    import gpushare.junit
-    import gpushare.labstate
-    import gpushare.requestruns
-    import gpushare.runner
-    import gpushare.session
-    import gpushare.snapshot  # noqa: F401
+    import gpushare.grading.grade
+    import gpushare.grading.labstate
+    import gpushare.grading.requestruns
+    import gpushare.grading.runner
+    import gpushare.grading.session
+    import gpushare.reports.junit
+    import gpushare.submissions.snapshot  # noqa: F401
 
 
 def scratch_in(root: Path) -> Any:
@@ -58,9 +58,9 @@ def scratch_in(root: Path) -> Any:
 
 def grade_one(task: Task) -> tuple[dict[str, Any], bool]:
     """Grade ``task``; return (what the parent needs, whether this worker should retire)."""
-    from gpushare.grade import OptionError, Options, grade
-    from gpushare.session import GradeError
-    from gpushare.snapshot import SnapshotError
+    from gpushare.grading.grade import OptionError, Options, grade
+    from gpushare.grading.session import GradeError
+    from gpushare.submissions.snapshot import SnapshotError
 
     t0, c0 = time.monotonic(), os.times()
     retire = False

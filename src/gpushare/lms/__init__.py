@@ -1,7 +1,7 @@
-"""The LMS side of gpushare: what an operator uploads to Gradescope (or runs on a runner of
-their own in the same layout), and the instructor's visibility policy for checks.
+"""The LMS side: the Gradescope autograder bundle and its ``run_autograder``.
 
-:mod:`gpushare.lms.policy` reads the policy and applies it to a report, for every output
-(results.json, JUnit XML, the terminal, the class report); :mod:`gpushare.lms.gradescope`
-builds the autograder bundle and is the body of its ``run_autograder``.
+:mod:`gpushare.lms.gradescope` builds what an operator uploads to Gradescope (or runs on a
+runner of their own in the same layout) and is the body of its ``run_autograder``; the
+instructor's visibility policy it applies is :mod:`gpushare.reports.policy`, shared with every
+other output.
 """

@@ -12,7 +12,7 @@ layout runs anywhere, and the tests run the real scripts in a temporary folder.
 Grading needs no kwok, no Go and no cluster: the learner uploads the snapshot ``make submit``
 wrote in the lab pod, which holds the cluster's answers. What the learner reads:
 
-- a snapshot: the grade, under the policy (:mod:`gpushare.lms.policy`), with a hard deadline
+- a snapshot: the grade, under the policy (:mod:`gpushare.reports.policy`), with a hard deadline
   below Gradescope's 10 minutes, so a script that never ends still leaves partial results
   (Gradescope's own limit would leave a 0 and no output at all);
 - no upload, or not a snapshot: what to upload and how (``make submit``), score 0;
@@ -105,8 +105,9 @@ def bundle(
     The policy is checked here, so a typo fails on the instructor's machine, not on every
     learner's submission; the language likewise.
     """
-    from gpushare import __version__, messages
-    from gpushare.lms.policy import PolicyError, load
+    from gpushare import __version__
+    from gpushare.reports import messages
+    from gpushare.reports.policy import PolicyError, load
 
     timeout = DEFAULT_TIMEOUT if timeout is None else float(timeout)
     if not 0 < timeout < 600:
@@ -168,7 +169,7 @@ def find_upload(submission: Path) -> tuple[Path | None, str, dict[str, Any]]:
     tried too (a learner may have renamed it: its content decides). Several snapshots are
     refused rather than one picked: the learner says which.
     """
-    from gpushare.snapshot import SUFFIX
+    from gpushare.submissions.snapshot import SUFFIX
 
     files: list[Path] = []
     if submission.is_dir():
@@ -210,8 +211,9 @@ def _names(files: list[Path], root: Path, most: int = 3) -> str:
 
 def upload_results(problem: str, params: dict[str, Any], lang: str, elapsed: float) -> dict:
     """results.json for an upload that is not a snapshot: score 0, and what to upload."""
-    from gpushare import __version__, messages
-    from gpushare.checks import T
+    from gpushare import __version__
+    from gpushare.reports import messages
+    from gpushare.reports.messages import T
 
     text = messages.render_value(T(problem, **params), lang)
     return {
@@ -276,7 +278,7 @@ def run(root: Path) -> int:
     # the bundle's graders and fixtures, whatever the package's own location says
     os.environ["GPUSHARE_GRADERS"] = str(source / "graders")
     os.environ["GPUSHARE_FIXTURES"] = str(source / "fixtures")
-    from gpushare import messages
+    from gpushare.reports import messages
 
     try:
         lang = messages.resolve_lang(settings["lang"])
@@ -286,9 +288,9 @@ def run(root: Path) -> int:
     if upload is None:
         return _learner_problem(results, problem, params, lang, started)
     print(f"gpushare: grading {upload.relative_to(root)}")
-    from gpushare.grade import OptionError, Options, grade
-    from gpushare.session import GradeError
-    from gpushare.snapshot import SnapshotError
+    from gpushare.grading.grade import OptionError, Options, grade
+    from gpushare.grading.session import GradeError
+    from gpushare.submissions.snapshot import SnapshotError
 
     try:
         options = Options(
@@ -310,7 +312,7 @@ def run(root: Path) -> int:
         print(json.dumps(report.as_json(), ensure_ascii=False, indent=2))
         return _not_graded(f"could not grade: {report.could_not_grade}")
     write_json(results, gradescope_json(report))
-    from gpushare import terminal
+    from gpushare.reports import terminal
 
     print(terminal.render(report, color=False), end="")
     print(f"results.json: {results}")
@@ -322,8 +324,8 @@ def run(root: Path) -> int:
 def _load_policy(source: Path, settings: dict[str, Any]) -> Any:
     if not settings.get("policy"):
         return None
-    from gpushare.grade import OptionError
-    from gpushare.lms.policy import PolicyError, load
+    from gpushare.grading.grade import OptionError
+    from gpushare.reports.policy import PolicyError, load
 
     try:
         return load(source / settings["policy"])
@@ -336,7 +338,7 @@ def _without_sandbox(settings: dict[str, Any]) -> bool:
     seccomp profile refuses user namespaces); instructors read a note on stdout."""
     if settings.get("sandbox") == "require":
         return False
-    from gpushare import isolation
+    from gpushare.sandbox import isolation
 
     found = isolation.probe()
     if found.isolation is None:

@@ -36,8 +36,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpushare import __version__, versions
-from gpushare.workdir import MAX_BYTES, link_outside
+from gpushare import __version__
+from gpushare.lab import versions
+from gpushare.submissions.workdir import MAX_BYTES, link_outside
 
 FORMAT = 1
 SUFFIX = ".gpushare.tgz"
@@ -117,8 +118,8 @@ def capture_workdir(root: Path) -> tuple[list[tuple[tarfile.TarInfo, bytes]], di
 
     Walks without following links. A link that stays inside is kept as a link (its target
     made relative); one that leads out is recorded with where it leads, as
-    :class:`~gpushare.workdir.Workdir` reports it; FIFOs, sockets and devices are recorded
-    as not regular; a file over the reader's cap by its size alone.
+    :class:`~gpushare.submissions.workdir.Workdir` reports it; FIFOs, sockets and devices are
+    recorded as not regular; a file over the reader's cap by its size alone.
     """
     members: list[tuple[tarfile.TarInfo, bytes]] = []
     recorded: dict[str, Any] = {}

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from gpushare.checks import T
+from gpushare.reports.messages import T
 
 MAX_BYTES = 1024 * 1024
 

@@ -2,7 +2,7 @@
 
 It is registered by the checkout's root ``conftest.py`` and stays dormant unless the collected
 items include grader checks (``@check``), so the project's own tests never start a cluster.
-When it wakes it drives a :class:`~gpushare.session.GradeSession`, the same one
+When it wakes it drives a :class:`~gpushare.grading.session.GradeSession`, the same one
 ``gpushare grade`` drives without pytest:
 
 - connects, in the session fixture ``lab``, when the first check that judges the cluster
@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
-from gpushare import messages
-from gpushare.session import GradeError, GradeSession
+from gpushare.grading.session import GradeError, GradeSession
+from gpushare.reports import messages
 
 GRADE_KEY = pytest.StashKey[GradeSession]()
 
@@ -113,7 +113,7 @@ def _load_snapshot(config: pytest.Config) -> Any:
         raise pytest.UsageError("--snapshot grades the file alone: no --kubeconfig or --context")
     import tempfile
 
-    from gpushare.snapshot import SnapshotError, load
+    from gpushare.submissions.snapshot import SnapshotError, load
 
     scratch = Path(tempfile.mkdtemp(prefix="gpushare-grade-"))
     config.stash[SCRATCH_KEY] = scratch
@@ -164,7 +164,7 @@ def pytest_collection_modifyitems(
     checks = [i for i in items if check_meta(i)]
     if not checks:
         return
-    from gpushare.results import number_key
+    from gpushare.reports.results import number_key
 
     seen: dict[str, str] = {}
     for item in checks:
@@ -209,7 +209,7 @@ def cluster_read(request: pytest.FixtureRequest, grade_session: GradeSession) ->
 
 @pytest.fixture
 def lab(cluster_read: GradeSession) -> Any:
-    """The cluster read (a :class:`~gpushare.labstate.LabState`), shared by every check.
+    """The cluster read (a :class:`~gpushare.grading.labstate.LabState`), shared by every check.
 
     Raises ClusterUnreadable in setup when the grader could not read the cluster, so each
     check that judges the cluster is an error (not a failure) in pytest's JUnit XML too.
@@ -219,7 +219,7 @@ def lab(cluster_read: GradeSession) -> Any:
 
 @pytest.fixture(scope="session")
 def work(grade_session: GradeSession) -> Any:
-    """The learner's work directory (a :class:`~gpushare.workdir.Workdir`)."""
+    """The learner's work directory (a :class:`~gpushare.submissions.workdir.Workdir`)."""
     return grade_session.inputs()["work"]
 
 
@@ -271,7 +271,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     gs = _session(config)
     if not gs.active:
         return
-    from gpushare import terminal
+    from gpushare.reports import terminal
 
     report = gs.report()
     terminalreporter.write("\n")

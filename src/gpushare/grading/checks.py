@@ -11,22 +11,11 @@ than on a translation.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, NoReturn, TypeVar
 
+from gpushare.reports.messages import T  # re-exported: graders write T(...) too
+
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-@dataclass(init=False)
-class T:
-    """A translatable value: a catalog key under ``[values]`` and its parameters."""
-
-    key: str
-    params: Any
-
-    def __init__(self, key: str, /, **params: Any) -> None:
-        self.key = key
-        self.params = params
 
 
 Value = str | int | T | None

@@ -2,7 +2,7 @@
 
 The graders in ``graders/`` are plain functions marked with ``@check``; pytest collects them
 for ``pytest graders/``, and this module calls the very same functions, with the same inputs
-from :class:`~gpushare.session.GradeSession`, for ``gpushare grade``. Not importing pytest
+from :class:`~gpushare.grading.session.GradeSession`, for ``gpushare grade``. Not importing pytest
 and skipping its collection machinery is most of what makes a full grade fit in about a
 second; a test of ours grades through both entry points and compares every result.
 """
@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpushare.results import number_key
-from gpushare.session import GradeError, GradeSession
+from gpushare.grading.session import GradeError, GradeSession
+from gpushare.reports.results import number_key
 
 
 @dataclass

@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpushare import versions
+from gpushare.lab import versions
 
 MIN_GO = (1, 26)
 # A cold build of Kubernetes + etcd + kwok needs the module cache and the build cache:

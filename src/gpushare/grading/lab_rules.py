@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from gpushare.checks import T, Value, fail
-from gpushare.labstate import CONFIGMAP_NAME, CONFIGMAP_NS, GPU, LabState, quantity
-from gpushare.workdir import FileProblem, LineDict, Workdir, load_yaml_text
+from gpushare.grading.checks import T, Value, fail
+from gpushare.grading.labstate import CONFIGMAP_NAME, CONFIGMAP_NS, GPU, LabState, quantity
+from gpushare.submissions.workdir import FileProblem, LineDict, Workdir, load_yaml_text
 
 MIG_PROFILE = "nvidia.com/mig-1g.10gb"
 MIG_COUNT = 7
@@ -225,7 +225,8 @@ def lab_node_labels(lab: LabState) -> dict[str, dict[str, str]]:
     asks to place by the labels of steps 2 and 3 (a hostname label is a node name in disguise).
     The GPU product label may have any value: the cluster's is used where it exists.
     """
-    from gpushare.labstate import CONFIG_LABEL, LAB_NODES
+    from gpushare.grading.labstate import CONFIG_LABEL
+    from gpushare.lab.cluster import LAB_NODES
 
     try:
         product = (

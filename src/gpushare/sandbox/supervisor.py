@@ -7,7 +7,7 @@ would outlive the grading run, hold our pipes open (so reading the output would 
 pile up on a shared machine.
 
 Design: the grader never runs the script directly. A :class:`Supervisor` starts one helper
-process for all the runs of a grade, the *master* (:mod:`gpushare.reaper`, forked from the
+process for all the runs of a grade, the *master* (:mod:`gpushare.sandbox.reaper`, forked from the
 grader when that is safe, else a fresh ``python -I -S``), and hands it each run through a
 socket, the run's pipes included. For each run the master forks a *reaper*, which
 
@@ -27,14 +27,14 @@ a Python interpreter per run cost some 30 ms of CPU, which on two cores is a goo
 one-second grade. Only reapers are subreapers, never the grader: a subreaper grader would
 silently collect every orphan of every tool it runs.
 
-Every run is also capped in memory, processes, CPU time and file size (:mod:`gpushare.limits`,
-:data:`DEFAULT_LIMITS`).
+Every run is also capped in memory, processes, CPU time and file size
+(:mod:`gpushare.sandbox.limits`, :data:`DEFAULT_LIMITS`).
 
 By itself this is hygiene, not a security boundary: the script runs as the grader's user, with
 its filesystem and network, and could signal the grader itself. A supervisor given an
-:class:`gpushare.isolation.Isolation` starts each run in a bubblewrap sandbox instead (its own
-namespaces, read-only binds of only what the script needs, no network), which is the boundary
-needed to run other people's scripts; see :mod:`gpushare.isolation`. Linux only.
+:class:`gpushare.sandbox.isolation.Isolation` starts each run in a bubblewrap sandbox instead
+(its own namespaces, read-only binds of only what the script needs, no network), which is the
+boundary needed to run other people's scripts; see :mod:`gpushare.sandbox.isolation`. Linux only.
 """
 
 from __future__ import annotations
@@ -55,16 +55,16 @@ from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpushare.limits import Limits
+from gpushare.sandbox.limits import Limits
 
 if TYPE_CHECKING:
-    from gpushare.isolation import Isolation
+    from gpushare.sandbox.isolation import Isolation
 
 # Where the ``gpushare`` package lives, for the master's ``sys.path`` (``-I`` leaves it out).
-_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _MASTER_CODE = (
     "import sys; sys.path.insert(0, sys.argv[1]); "
-    "from gpushare.reaper import main; main(int(sys.argv[2]))"
+    "from gpushare.sandbox.reaper import main; main(int(sys.argv[2]))"
 )
 # Beyond the script's own limit, how long a reaper may take before we end it ourselves:
 # SIGTERM (it still cleans up), then SIGKILL one second later.
@@ -189,7 +189,7 @@ class _Master:
                 devnull = os.open(os.devnull, os.O_WRONLY)
                 os.dup2(devnull, 1)
                 os.closerange(3, _MAX_FD)  # the grader's files, sockets and pipes
-                from gpushare.reaper import main
+                from gpushare.sandbox.reaper import main
 
                 main(grader)  # never returns
             finally:
@@ -653,7 +653,7 @@ def _kill_session(sid: int) -> int:
     Catches the script's ordinary children (now orphans of init), not daemons that made their own
     session; a session id cannot be handed out again while a process still uses it.
     """
-    from gpushare.reaper import _kill_exact, _scan_processes  # rarely needed: import late
+    from gpushare.sandbox.reaper import _kill_exact, _scan_processes  # rarely needed: import late
 
     killed: set[int] = set()
     for _ in range(10):

@@ -9,8 +9,8 @@ import os
 import sys
 import unicodedata
 
-from gpushare import messages
-from gpushare.results import Report
+from gpushare.reports import messages
+from gpushare.reports.results import Report
 
 GREEN, RED, BOLD, DIM, RESET = "\x1b[32m", "\x1b[31m", "\x1b[1m", "\x1b[2m", "\x1b[0m"
 
@@ -42,7 +42,7 @@ def render(report: Report, *, color: bool, feedback: bool = True) -> str:
     out: list[str] = []
     out.append(paint(BOLD, messages.label("summary_title", lang)))
     # under an instructor's policy only the visible checks count here: the points of the
-    # others would tell how they went (see gpushare.lms.policy)
+    # others would tell how they went (see gpushare.reports.policy)
     shown = report.visible()
     for step, (score, max_score, ok) in sorted(report.steps(shown).items()):
         mark = paint(GREEN, ok_word) if ok else paint(RED, fail_word)

@@ -17,12 +17,30 @@ from __future__ import annotations
 import os
 import string
 import tomllib
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from gpushare.checks import CheckFailed
+    from gpushare.grading.checks import CheckFailed
+
+
+@dataclass(init=False)
+class T:
+    """A translatable value: a catalog key under ``[values]`` and its parameters.
+
+    Checks and readers of learners' files say what they found as these, never as prose; the
+    catalogs of this module turn them into the learner's language.
+    """
+
+    key: str
+    params: Any
+
+    def __init__(self, key: str, /, **params: Any) -> None:
+        self.key = key
+        self.params = params
+
 
 LANGS = ("zh", "ko", "en")
 DEFAULT_LANG = "zh"
@@ -64,8 +82,6 @@ def placeholders(text: str) -> set[str]:
 
 
 def render_value(value: Any, lang: str) -> str:
-    from gpushare.checks import T
-
     if value is None:
         return ""
     # A tuple enumerates names (keys, nodes: "yes、no、partial"), a list strings clauses
@@ -128,6 +144,4 @@ def render_failure(number: str, failure: CheckFailed, lang: str) -> str:
 
 def render_error(number: str, exc: BaseException, lang: str) -> str:
     """Feedback for a grader that raised unexpectedly: the learner loses nothing silently."""
-    from gpushare.checks import T
-
     return render_value(T("grader_error", error=f"{type(exc).__name__}: {exc}"[:300]), lang)

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpushare import binaries, versions
-from gpushare.kubeapi import ApiError, Client, KubeconfigError, Unreachable
-from gpushare.labstate import LAB_NODES
+from gpushare.lab import binaries, versions
+from gpushare.lab.kubeapi import ApiError, Client, KubeconfigError, Unreachable
 
 DEFAULT_CLUSTER = "gpushare"
+LAB_NODES = ("lab-node-0", "lab-node-1", "lab-node-2")  # the nodes `gpushare up` creates
 SYSTEM_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
 NODE_RESOURCES = {"cpu": "32", "memory": "256Gi", "pods": "110", "ephemeral-storage": "500Gi"}
 # names of kwokctl's pid files under <cluster>/pids/
@@ -36,7 +36,7 @@ COMPONENT_BINARIES = (
 )
 # Our kwokctl configuration: every component listens on loopback only (kwokctl's default is
 # 0.0.0.0), and a user's own ~/.kwok/kwok.yaml is never merged into the lab. A create adds the
-# lab's six ports (see :mod:`gpushare.ports`).
+# lab's six ports (see :mod:`gpushare.lab.ports`).
 KWOKCTL_CONFIG = """\
 apiVersion: config.kwok.x-k8s.io/v1alpha1
 kind: KwokctlConfiguration
@@ -85,7 +85,7 @@ class Lab:
 
     def running_components(self) -> dict[str, int]:
         """Component name -> pid, for the components whose pid file names a live process."""
-        from gpushare import procs  # psutil: only where processes are looked at
+        from gpushare.lab import procs  # psutil: only where processes are looked at
 
         out: dict[str, int] = {}
         for name in COMPONENT_BINARIES:
@@ -279,7 +279,7 @@ def _lab_lock(lab: Lab) -> Iterator[None]:
 def up(name: str | None = None, ports: dict[str, int] | None = None) -> Lab:
     """Create, restart or reuse the lab; afterwards the apiserver is ready and nodes Ready.
 
-    ``ports`` (kwokctl option -> port, all six of :data:`gpushare.ports.PORT_OPTIONS`) fixes a
+    ``ports`` (kwokctl option -> port, all six of :data:`gpushare.lab.ports.PORT_OPTIONS`) fixes a
     new lab's ports instead of reserving free ones; used by tests that provoke a conflict.
     """
     lab = Lab(cluster_name(name))
@@ -323,7 +323,7 @@ def _create(lab: Lab, bins: dict[str, Path], fixed: dict[str, int] | None) -> No
     A component that finds its port taken (by a process that ignores the registry) makes us
     try again on other ports, unless the ports were fixed by the caller.
     """
-    from gpushare import ports, startup
+    from gpushare.lab import ports, startup
 
     if lab.dir.exists():  # left by a create that was killed before it wrote the kubeconfig
         _discard(lab)
@@ -349,7 +349,7 @@ def _create(lab: Lab, bins: dict[str, Path], fixed: dict[str, int] | None) -> No
 
 def _start_stopped(lab: Lab, bins: dict[str, Path]) -> None:
     """Start a stopped lab on its own ports (its data kept), or say at once which is taken."""
-    from gpushare import ports, procs, startup
+    from gpushare.lab import ports, procs, startup
 
     if procs.cluster_processes(lab.dir):  # half running (a component died): start afresh
         _log(f"stopping what is left of {lab.name} first")
@@ -377,7 +377,7 @@ def _start(
     lab: Lab, bins: dict[str, Path], args: list[str], ports: dict[str, int] | None, what: str
 ) -> None:
     """kwokctl create/start watched, then readiness watched: a dead component ends it at once."""
-    from gpushare import startup
+    from gpushare.lab import startup
 
     deadline = time.monotonic() + START_TIMEOUT
     cmd = _kwokctl_cmd(lab, bins, _config_file(lab, ports), *args)
@@ -392,7 +392,7 @@ def lab_ports(lab: Lab) -> dict[str, int]:
     """The ports kwokctl recorded for the lab (its ``kwok.yaml``), by kwokctl option name."""
     import yaml
 
-    from gpushare import ports
+    from gpushare.lab import ports
 
     try:
         docs = list(yaml.safe_load_all((lab.dir / "kwok.yaml").read_text()))
@@ -411,7 +411,7 @@ def _discard(lab: Lab) -> None:
     Its processes are killed by pid, not through ``kwokctl delete``: a new lab has no data to
     shut down gracefully, and kwokctl's own start costs seconds on a loaded machine.
     """
-    from gpushare import ports, procs
+    from gpushare.lab import ports, procs
 
     try:
         if lab.dir.exists():
@@ -425,7 +425,7 @@ def _discard(lab: Lab) -> None:
 
 
 def _stop_components(lab: Lab, bins: dict[str, Path]) -> None:
-    from gpushare import procs
+    from gpushare.lab import procs
 
     known = procs.cluster_processes(lab.dir)
     try:
@@ -437,7 +437,7 @@ def _stop_components(lab: Lab, bins: dict[str, Path]) -> None:
 
 def down(name: str | None = None) -> list[int]:
     """Delete the cluster; return pids that had to be ended by hand after kwokctl."""
-    from gpushare import ports
+    from gpushare.lab import ports
 
     lab = Lab(cluster_name(name))
     with _lab_lock(lab):
@@ -448,7 +448,7 @@ def down(name: str | None = None) -> list[int]:
 
 
 def _delete(lab: Lab) -> list[int]:
-    from gpushare import procs
+    from gpushare.lab import procs
 
     known = procs.cluster_processes(lab.dir) if lab.dir.exists() else []
     if lab.dir.exists():
@@ -465,7 +465,7 @@ def _delete(lab: Lab) -> list[int]:
 
 def _settle(lab: Lab, known: list[Any]) -> list[int]:
     """After kwokctl stopped the components: none may be left; pids we had to end ourselves."""
-    from gpushare import procs
+    from gpushare.lab import procs
 
     ended, left = procs.settle(lab.dir, known)
     if left:
@@ -489,13 +489,13 @@ def stop(name: str | None = None) -> None:
 def reset(name: str | None = None, client: Client | None = None, timeout: float = 30.0) -> None:
     """Back to the fresh lab without restarting the control plane.
 
-    Lab namespaces are emptied and removed by :mod:`gpushare.purge` (no 5 s wait for the
+    Lab namespaces are emptied and removed by :mod:`gpushare.lab.purge` (no 5 s wait for the
     namespace controller); in ``default``, what a learner may have put there (pods, quotas,
     limit ranges, ConfigMaps) goes too; nodes get back their fresh labels and status. It
     returns only once the namespace controller has no sync running that could still delete,
-    by name, in a new namespace of an old name (see :mod:`gpushare.purge`).
+    by name, in a new namespace of an old name (see :mod:`gpushare.lab.purge`).
     """
-    from gpushare import purge
+    from gpushare.lab import purge
 
     lab = Lab(cluster_name(name))
     client = client or lab.client()

@@ -19,10 +19,10 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpushare import sandbox
+from gpushare.sandbox import supervisor as sandbox
 
 if TYPE_CHECKING:
-    from gpushare.requestcases import Case
+    from gpushare.grading.requestcases import Case
 
 SCRIPT = "bin/check-request.sh"
 TIMEOUT_S = 5.0
@@ -113,7 +113,7 @@ class RequestRuns:
     ) -> None:
         """``shown_workdir``: the work dir's path as the learner knows it, when ``workdir`` is
         a snapshot's unpacked copy. ``isolation``: the bubblewrap sandbox every run goes in
-        (None: unsandboxed; see :mod:`gpushare.isolation` for when that is allowed)."""
+        (None: unsandboxed; see :mod:`gpushare.sandbox.isolation` for when that is allowed)."""
         self.isolation = isolation
         self.workdir = workdir
         self.shown_workdir = shown_workdir or str(workdir.absolute())
@@ -170,7 +170,7 @@ class RequestRuns:
         return runs
 
     def _start(self, samples_dir: Path) -> None:
-        from gpushare import requestcases  # YAML only when the oracle judges, below
+        from gpushare.grading import requestcases  # YAML only when the oracle judges, below
 
         drafts = requestcases.drafts(self.seed)  # the fewest that cover every feature
         if self.command is not None:
@@ -213,7 +213,7 @@ class RequestRuns:
 
     def run(self, name: str) -> CaseRun:
         """The judged run of case ``name`` (waits for it to finish)."""
-        from gpushare import requestcases
+        from gpushare.grading import requestcases
 
         case = next(c for c in [*self.samples, *self.generated] if c.name == name)
         job = self._jobs.get(name)

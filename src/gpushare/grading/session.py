@@ -3,7 +3,7 @@
 
 Both entry points call the same check functions from ``graders/`` with the same three inputs
 (``lab``, ``work``, ``request_runs``) made here, turn their outcome into feedback here, and
-add up the same :class:`~gpushare.results.Report`; so they see the same checks and the same
+add up the same :class:`~gpushare.reports.results.Report`; so they see the same checks and the same
 score by construction, and a test of ours compares the two.
 """
 
@@ -14,11 +14,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from gpushare import messages, results
-from gpushare.checks import CheckFailed, T
-from gpushare.kubeapi import ApiError, KubeconfigError, Unreachable
-from gpushare.labstate import ClusterUnreadable
-from gpushare.workdir import Workdir
+from gpushare.grading.checks import CheckFailed, T
+from gpushare.grading.labstate import ClusterUnreadable
+from gpushare.lab.kubeapi import ApiError, KubeconfigError, Unreachable
+from gpushare.reports import messages, results
+from gpushare.submissions.workdir import Workdir
 
 
 class GradeError(Exception):
@@ -33,7 +33,7 @@ def choose_isolation(snapshot: bool, unsafe_no_sandbox: bool) -> Any:
     runs, and is told once when it does not. GradeError (exit 2) when a snapshot cannot be
     graded safely here.
     """
-    from gpushare import isolation
+    from gpushare.sandbox import isolation
 
     if snapshot:
         try:
@@ -68,10 +68,10 @@ class GradeSession:
     ) -> None:
         """``runs``: the learner's runs if the caller started them already (``gpushare grade``
         does, before importing this module), with the same workdir, fixtures and seed.
-        ``snapshot``: a loaded :class:`~gpushare.snapshot.Snapshot` to grade instead of a
-        cluster (``workdir`` is then its unpacked work dir)."""
+        ``snapshot``: a loaded :class:`~gpushare.submissions.snapshot.Snapshot` to grade instead
+        of a cluster (``workdir`` is then its unpacked work dir)."""
+        from gpushare.grading.requestruns import new_seed
         from gpushare.locations import default_fixtures
-        from gpushare.requestruns import new_seed
 
         self.workdir = workdir
         self.kubeconfig = kubeconfig
@@ -98,7 +98,7 @@ class GradeSession:
     def start_runs(self) -> None:
         """Start the learner script's runs (the slowest part of a grade) in the background."""
         if self.runs is None:
-            from gpushare.requestruns import RequestRuns
+            from gpushare.grading.requestruns import RequestRuns
 
             shown = self.snapshot.manifest.get("workdir") if self.snapshot else None
             isolation = choose_isolation(self.snapshot is not None, self.unsafe_no_sandbox)
@@ -113,11 +113,11 @@ class GradeSession:
         """Reach the cluster and start its read, with the dry-runs the graders declare.
 
         Which cluster: ``--kubeconfig``, else ``$KUBECONFIG``, else the lab, started if it is
-        not running (see :mod:`gpushare.kubeconfigs`). Anything that keeps us from talking
+        not running (see :mod:`gpushare.lab.kubeconfigs`). Anything that keeps us from talking
         to it is a :class:`GradeError`: one line, exit status 2.
         """
-        from gpushare import kubeconfigs
-        from gpushare.labstate import LabState
+        from gpushare.grading.labstate import LabState
+        from gpushare.lab import kubeconfigs
 
         self.active = True
         if self.snapshot is not None:  # the cluster as captured: no apiserver at all
@@ -136,7 +136,7 @@ class GradeSession:
         target = kubeconfigs.resolve(self.kubeconfig, self.context, self.cluster)
         try:
             if target.is_lab:
-                from gpushare import cluster as lab_cluster
+                from gpushare.lab import cluster as lab_cluster
 
                 lab_cluster.up(target.cluster)
             client, identity = kubeconfigs.connect(target, timeout=3.0)
@@ -187,10 +187,10 @@ class GradeSession:
     def _runtimes(self, learner: dict[str, str]) -> dict[str, str]:
         """The learner's python3 and PyYAML (as captured) against those the script gets here,
         so a grade says so where they differ (a script may behave differently on another)."""
-        from gpushare import isolation
+        from gpushare.sandbox import isolation
 
         if self.unsafe_no_sandbox:
-            from gpushare.snapshot import learner_runtime
+            from gpushare.submissions.snapshot import learner_runtime
 
             here = learner_runtime()
         else:

@@ -18,13 +18,12 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any, ClassVar
 
-from gpushare.kubeapi import ApiError, Unreachable
+from gpushare.lab.kubeapi import ApiError, Unreachable
 
 GPU = "nvidia.com/gpu"
 MIG_PREFIX = "nvidia.com/mig-"
 CONFIG_LABEL = "nvidia.com/device-plugin.config"
 CONFIGMAP_NS, CONFIGMAP_NAME = "gpu-share", "device-plugin-configs"
-LAB_NODES = ("lab-node-0", "lab-node-1", "lab-node-2")  # the nodes `gpushare up` creates
 QUOTA_NS, QUOTA_NAME = "team-a", "gpu-quota"
 
 _SUFFIX = {

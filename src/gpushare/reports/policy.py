@@ -27,7 +27,7 @@ guides without giving the answer. A check that is not visible can never show exp
 (``show_expected = true`` there is refused): nbgrader #917 and #1363 are hidden tests leaking
 through exactly that feedback.
 
-The policy is applied to the :class:`~gpushare.results.Report` once, before anything is
+The policy is applied to the :class:`~gpushare.reports.results.Report` once, before anything is
 written, by :func:`apply`; every output is made from that report, so results.json, the JUnit
 XML, the terminal and the class report hold the same redactions and the same honest wording
 ("all visible checks passed" while any check is not visible, never "all passed").
@@ -100,7 +100,7 @@ class Policy:
 
 def known_checks() -> set[str]:
     """Every check number of the lab (the catalogs title each one; a test keeps them whole)."""
-    from gpushare import messages
+    from gpushare.reports import messages
 
     return set(messages.catalog("en")["checks"])
 
@@ -178,8 +178,8 @@ def apply(report: Any, policy: Policy | None) -> Any:
     """
     if policy is None:
         return report
-    from gpushare import messages
-    from gpushare.checks import T
+    from gpushare.reports import messages
+    from gpushare.reports.messages import T
 
     report.policy = policy.describe()
     lang = report.lang

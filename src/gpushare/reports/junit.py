@@ -15,7 +15,7 @@ import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
 from pathlib import Path
 
-from gpushare.results import Report
+from gpushare.reports.results import Report
 
 # characters XML 1.0 cannot carry (learner files may put them into feedback)
 _ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")

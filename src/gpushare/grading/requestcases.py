@@ -40,7 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpushare.checks import T
+from gpushare.grading.checks import T
 
 GPU_KEY = "nvidia.com/gpu"
 NAMESPACE = "gpu-share"

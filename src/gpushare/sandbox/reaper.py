@@ -1,11 +1,11 @@
-"""The supervisor process of :mod:`gpushare.sandbox`: the master and its per-run reapers.
+"""The supervisor process of :mod:`gpushare.sandbox.supervisor`: the master and its per-run reapers.
 
-:class:`gpushare.sandbox.Supervisor` forks the master from a single-threaded grader, or else
-starts it as a fresh ``python -I -S``. For that second way this module imports nothing but
+:class:`gpushare.sandbox.supervisor.Supervisor` forks the master from a single-threaded grader,
+or else starts it as a fresh ``python -I -S``. For that second way this module imports nothing but
 small stdlib modules (``dataclasses``, ``pathlib`` and ``subprocess`` alone would cost tens of
 milliseconds on a slow machine), and it is imported as a module, not run as a script, so its
 bytecode is cached like any module's (a script is compiled from source at every start). See
-:mod:`gpushare.sandbox` for the design.
+:mod:`gpushare.sandbox.supervisor` for the design.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from gpushare import limits as _limits
+from gpushare.sandbox import limits as _limits
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
@@ -249,8 +249,8 @@ def _wait_for_script(
 
     Returns "exit", "timeout", "kill" (the grader wants it ended: output cap reached), "abort"
     (the grader is gone or asked us to stop) or "procs" (more than ``max_procs`` processes at
-    once: the watchdog of :mod:`gpushare.limits`, used where no pids cgroup caps them; ``count``
-    counts the run's processes, by default our descendants in a scan of /proc). SIGCHLD
+    once: the watchdog of :mod:`gpushare.sandbox.limits`, used where no pids cgroup caps them;
+    ``count`` counts the run's processes, by default our descendants in a scan of /proc). SIGCHLD
     and abort signals wake us through the signal wakeup fd, so none of them can be missed
     between a check and the poll.
     """
@@ -460,7 +460,7 @@ def _read_all(fd: int) -> bytes:
 class _Request:
     """One run as the grader sent it: NUL-separated fields plus four file descriptors.
 
-    Fields: ``run``, timeout, cwd, limits (:meth:`gpushare.limits.Limits.encode`), the
+    Fields: ``run``, timeout, cwd, limits (:meth:`gpushare.sandbox.limits.Limits.encode`), the
     descriptor number on which the command (bubblewrap) wants a status pipe or empty, argc,
     argv..., then ``KEY=VALUE`` environment entries. Descriptors: control pipe (read end),
     stdout and stderr pipes, status pipe (write ends).

@@ -26,7 +26,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from gpushare.kubeapi import ApiError, Client
+from gpushare.lab.kubeapi import ApiError, Client
 
 WORKERS = 16
 # workqueue metrics of kube-controller-manager (k8s.io/client-go/util/workqueue): a Get

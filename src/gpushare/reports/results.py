@@ -12,7 +12,8 @@ from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import Any
 
-from gpushare import __version__, versions
+from gpushare import __version__
+from gpushare.lab import versions
 
 
 def number_key(number: str) -> tuple[int, ...]:
@@ -35,7 +36,7 @@ class CheckResult:
     # result at all), "timeout" (the deadline struck first) or "grader" (a bug of ours)
     error: str
     nodeid: str
-    # set by the instructor's policy (gpushare.lms.policy.apply): Gradescope's four values,
+    # set by the instructor's policy (gpushare.reports.policy.apply): Gradescope's four values,
     # and whether the feedback was reduced
     visibility: str = "visible"
     withheld: bool = False
@@ -114,7 +115,7 @@ class Report:
         visible, at most "all visible checks passed" (otter-grader #138: learners told "All
         tests passed" while hidden tests failed).
         """
-        from gpushare import messages
+        from gpushare.reports import messages
 
         if self.not_visible():
             shown = self.visible()
@@ -125,8 +126,8 @@ class Report:
     def figures(self) -> str:
         """The score as learners may read it: the visible checks' alone while some are not
         visible (their points would tell how the hidden ones went), plus how many are not."""
-        from gpushare import messages
-        from gpushare.checks import T
+        from gpushare.reports import messages
+        from gpushare.reports.messages import T
 
         hidden = self.not_visible()
         if not hidden:

@@ -2,10 +2,11 @@
 
 In class grading every learner's ``bin/check-request.sh`` runs on the instructor's machine, and
 whatever it prints ends up in feedback the learner reads. So on top of the reaper of
-:mod:`gpushare.sandbox` (time limit, output cap, every process ended) and the caps of
-:mod:`gpushare.limits`, each run is started by ``bwrap`` (Debian's ``bubblewrap``, the sandbox
-Flatpak uses) in new user, pid, network, IPC, UTS and cgroup namespaces, with no capabilities
-(not even inside its own namespaces: root's mapped uid could otherwise remount a read-only bind
+:mod:`gpushare.sandbox.supervisor` (time limit, output cap, every process ended) and the caps
+of :mod:`gpushare.sandbox.limits`, each run is started by ``bwrap`` (Debian's ``bubblewrap``,
+the sandbox Flatpak uses) in new user, pid, network, IPC, UTS and cgroup namespaces, with no
+capabilities (not even inside its own namespaces: root's mapped uid could otherwise remount a
+read-only bind
 writable), unable to create further user namespaces, in a session of its own, and ending with
 its reaper. Its filesystem is a read-only tmpfs holding only:
 
@@ -43,7 +44,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 
-from gpushare.sandbox import SandboxError
+from gpushare.sandbox.supervisor import SandboxError
 
 BWRAP_ENV = "GPUSHARE_BWRAP"  # a bwrap binary of one's own
 PYTHON_DIR = "/opt/gpushare-python"  # the sandbox's python3 virtual environment
@@ -150,7 +151,7 @@ def _write_venv_cfg(home: str) -> str | None:
     per-user cache; None if it cannot be written (then python3 runs without the venv)."""
     import zlib
 
-    from gpushare.binaries import cache_dir
+    from gpushare.lab.binaries import cache_dir
 
     path = cache_dir() / "sandbox" / f"pyvenv-{zlib.crc32(home.encode()):08x}.cfg"
     text = f"home = {home}\ninclude-system-site-packages = true\n"
@@ -184,7 +185,7 @@ class Isolation:
 
     Get one from :func:`probe` (or :func:`require`/:func:`for_own_work`), which checked that
     ``bwrap`` can create its namespaces on this machine; pass it to
-    :class:`gpushare.sandbox.Supervisor`.
+    :class:`gpushare.sandbox.supervisor.Supervisor`.
     """
 
     def __init__(

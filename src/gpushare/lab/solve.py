@@ -6,19 +6,16 @@ with kubectl; this module only gives it the lab's kubeconfig and our kubectl.
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
-import sys
 from pathlib import Path
 
-from gpushare import binaries, cluster
-from gpushare.locations import default_workdir
+from gpushare.lab import binaries, cluster
 
 
 def solutions_dir() -> Path:
     env = os.environ.get("GPUSHARE_SOLUTIONS")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "solutions"
+    return Path(env) if env else Path(__file__).resolve().parents[3] / "solutions"
 
 
 def solve(
@@ -61,26 +58,3 @@ def solve(
         raise cluster.ClusterError(
             f"solve.sh failed (exit {out.returncode}):\n{(out.stdout + out.stderr)[-3000:]}"
         )
-
-
-def run_cli(args: argparse.Namespace) -> int:
-    workdir = Path(args.workdir).expanduser() if args.workdir else default_workdir()
-    try:
-        steps = [int(s) for s in args.steps.split(",")] if args.steps else None
-    except ValueError:
-        steps = [0]
-    from gpushare import runner
-    from gpushare.locations import graders_dir
-
-    known = sorted({c.meta["step"] for c in runner.load_checks(graders_dir())})
-    if steps and not set(steps) <= set(known):
-        print(f"gpushare: --steps takes comma-separated step numbers of {known}", file=sys.stderr)
-        return 2
-    from gpushare import kubeconfigs
-
-    # --kubeconfig, else $KUBECONFIG (kubectl merges the list itself), else the lab
-    target = kubeconfigs.resolve(args.kubeconfig, None, args.cluster)
-    kubeconfig = None if target.is_lab else target.kubeconfig
-    solve(workdir, kubeconfig=kubeconfig, cluster_name=args.cluster, steps=steps)
-    print(f"reference solution applied; work directory: {workdir}")
-    return 0

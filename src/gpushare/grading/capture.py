@@ -13,9 +13,10 @@ import sys
 import time
 from pathlib import Path
 
-from gpushare import runner, snapshot
+from gpushare.grading import runner
+from gpushare.grading.session import GradeError, GradeSession
 from gpushare.locations import default_workdir, graders_dir
-from gpushare.session import GradeError, GradeSession
+from gpushare.submissions import snapshot
 
 
 def take(

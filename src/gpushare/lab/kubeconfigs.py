@@ -11,7 +11,7 @@ token and tokenFile, client certificates and CAs as files or data, insecure-skip
 tls-server-name, proxy-url and HTTPS_PROXY/NO_PROXY; requests then go through its own
 urllib3-based transport. The lab's own kubeconfig, which kwokctl writes for us (a CA, a client
 certificate and a loopback server, nothing else), is read by the small client of
-:mod:`gpushare.kubeapi`: importing the official package costs about 0.3 s, which ``make bench``
+:mod:`gpushare.lab.kubeapi`: importing the official package costs about 0.3 s, which ``make bench``
 shows is over half of a learner's whole grade.
 """
 
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpushare.kubeapi import ApiError, Client, KubeconfigError, Unreachable
+from gpushare.lab.kubeapi import ApiError, Client, KubeconfigError, Unreachable
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ def resolve(
     if listed:
         files = tuple(str(Path(p).expanduser()) for p in listed)
         return Target(os.pathsep.join(files), "KUBECONFIG", context, None, files)
-    from gpushare.cluster import Lab, cluster_name
+    from gpushare.lab.cluster import Lab, cluster_name
 
     lab = Lab(cluster_name(cluster))
     return Target(str(lab.kubeconfig), "lab", context, lab.name, (str(lab.kubeconfig),))
@@ -66,7 +66,7 @@ def resolve(
 
 def lab_kubeconfig(path: str) -> bool:
     """Whether ``path`` is the kubeconfig of one of our lab clusters (kwokctl wrote it)."""
-    from gpushare.cluster import kwok_workdir
+    from gpushare.lab.cluster import kwok_workdir
 
     p = Path(path).resolve()
     clusters = (kwok_workdir() / "clusters").resolve()
@@ -157,7 +157,7 @@ def _interactive_plugin(user: dict[str, Any]) -> str | None:
 
 
 class OfficialClient:
-    """The same calls as :class:`gpushare.kubeapi.Client`, over the official package.
+    """The same calls as :class:`gpushare.lab.kubeapi.Client`, over the official package.
 
     Thread-safe: urllib3's pool is. Errors become ours: an answer with an error status is an
     :class:`ApiError`, no answer at all is :class:`Unreachable`.

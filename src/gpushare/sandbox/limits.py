@@ -1,8 +1,8 @@
 """Resource caps of one untrusted run: memory, processes, CPU time, file size.
 
 The learner's script may allocate without end, fork without end or spin; on the instructor's
-machine, grading a class runs many of them. The run's reaper (:mod:`gpushare.reaper`) applies
-these caps, each where it works:
+machine, grading a class runs many of them. The run's reaper (:mod:`gpushare.sandbox.reaper`)
+applies these caps, each where it works:
 
 * **rlimits**, set in the script's process just before exec and inherited by everything it
   starts: ``RLIMIT_AS`` (address space of each process), ``RLIMIT_CPU`` (CPU seconds of each

@@ -1,10 +1,10 @@
 """Grading as a function: :func:`grade` takes :class:`Options` and gives an :class:`Outcome`;
 ``gpushare grade`` is :func:`run_cli` around it (summary, JSON, JUnit XML, exit status).
 
-The check functions are those of ``graders/``, called by :mod:`gpushare.runner` with the same
-inputs and feedback as under ``pytest graders/`` (see :mod:`gpushare.session`), so both entry
-points give the same checks and the same score. pytest is not imported here: its start-up
-and collection would be most of a one-second grade. Class grading and the Gradescope
+The check functions are those of ``graders/``, called by :mod:`gpushare.grading.runner` with
+the same inputs and feedback as under ``pytest graders/`` (see :mod:`gpushare.grading.session`),
+so both entry points give the same checks and the same score. pytest is not imported here: its
+start-up and collection would be most of a one-second grade. Class grading and the Gradescope
 autograder call :func:`grade` in-process, once per snapshot.
 
 Exit status: 0 every check passed, 1 some failed, 2 could not grade (the cluster could not be
@@ -41,7 +41,7 @@ class Options:
     steps: set[int] = field(default_factory=set)  # empty: every step
     timeout: float | None = None  # seconds for the whole grade; unfinished checks are errors
     unsafe_no_sandbox: bool = False  # grade a snapshot's script without bubblewrap
-    policy: Any = None  # gpushare.lms.policy.Policy: what learners see of each check
+    policy: Any = None  # gpushare.reports.policy.Policy: what learners see of each check
 
 
 @dataclass
@@ -57,7 +57,7 @@ class Outcome:
         if json_path:
             self.report.write_json(Path(json_path))
         if junit_path:
-            from gpushare import junit
+            from gpushare.reports import junit
 
             junit.write(
                 self.report,
@@ -89,7 +89,7 @@ def grade(options: Options, started: float | None = None) -> Outcome:
     import shutil
     import tempfile
 
-    from gpushare.snapshot import load
+    from gpushare.submissions.snapshot import load
 
     scratch = Path(tempfile.mkdtemp(prefix="gpushare-grade-"))
     try:
@@ -114,20 +114,20 @@ def _grade(options: Options, started: float, snap: Any) -> Outcome:
     # judges those runs at all.
     wants_runs = True
     if steps:
-        from gpushare import runner
+        from gpushare.grading import runner
 
         found = runner.load_checks(graders_dir())
         known = sorted({c.meta["step"] for c in found})
         if not steps <= set(known):
             raise OptionError(f"--step takes the graders' step numbers: {known}")
         wants_runs = any("request_runs" in c.parameters() for c in found if c.meta["step"] in steps)
-    from gpushare import messages
+    from gpushare.reports import messages
 
     try:
         lang = messages.resolve_lang(options.lang)  # else GPUSHARE_LANG, the locale, zh
     except ValueError as exc:
         raise OptionError(str(exc)) from None
-    from gpushare.requestruns import RequestRuns, new_seed
+    from gpushare.grading.requestruns import RequestRuns, new_seed
 
     if snap is not None:
         workdir = snap.work_root
@@ -140,13 +140,13 @@ def _grade(options: Options, started: float, snap: Any) -> Outcome:
     runs = None
     try:
         if wants_runs:
-            from gpushare.session import choose_isolation
+            from gpushare.grading.session import choose_isolation
 
             shown = snap.manifest.get("workdir") if snap is not None else None
             isolation = choose_isolation(snap is not None, options.unsafe_no_sandbox)
             runs = RequestRuns.start(workdir, fixtures, seed, shown, isolation)
-        from gpushare import runner
-        from gpushare.session import GradeSession
+        from gpushare.grading import runner
+        from gpushare.grading.session import GradeSession
 
         session = GradeSession(
             workdir=workdir,
@@ -175,7 +175,7 @@ def _grade(options: Options, started: float, snap: Any) -> Outcome:
         session.close(wait=finished)
     report = session.report()
     if options.policy is not None:  # before any output is made from the report
-        from gpushare.lms.policy import apply
+        from gpushare.reports.policy import apply
 
         apply(report, options.policy)
     return Outcome(
@@ -218,7 +218,7 @@ def _policy(path: str | None) -> Any:
     """The ``--policy FILE`` of a command, loaded; OptionError (exit 2) when it cannot be."""
     if not path:
         return None
-    from gpushare.lms.policy import PolicyError, load
+    from gpushare.reports.policy import PolicyError, load
 
     try:
         return load(Path(path).expanduser())
@@ -228,8 +228,8 @@ def _policy(path: str | None) -> Any:
 
 def run_cli(args: argparse.Namespace) -> int:
     started = time.monotonic()
-    from gpushare.session import GradeError
-    from gpushare.snapshot import SnapshotError
+    from gpushare.grading.session import GradeError
+    from gpushare.submissions.snapshot import SnapshotError
 
     try:
         outcome = grade(options_from(args), started)
@@ -243,7 +243,7 @@ def run_cli(args: argparse.Namespace) -> int:
     report = outcome.report
     if report.could_not_grade and not report.timed_out:  # no score to show: one line
         return _error(f"could not grade ({_graded(report)}): {report.could_not_grade}")
-    from gpushare import terminal
+    from gpushare.reports import terminal
 
     color = terminal.want_color(getattr(args, "color", "auto"))
     sys.stdout.write(terminal.render(report, color=color))

@@ -1,0 +1,1 @@
+"""Grading: checks, the lab's rules, the cluster read, the learner's runs, capture."""

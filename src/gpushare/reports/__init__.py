@@ -1,0 +1,1 @@
+"""What people and LMSs read: feedback in three languages, scores, JUnit XML, policy."""

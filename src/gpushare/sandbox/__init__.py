@@ -1,0 +1,1 @@
+"""Running a learner's untrusted script: time limits, caps, bubblewrap, nothing left."""
