@@ -87,9 +87,16 @@ def main() -> None:
             str(wd / "bin/check-request.sh"),
             str(HERE.parent / "fixtures/check-request/over.yaml"),
         ]
+        # a submission as a file: capture it, then grade it with no cluster (in the sandbox)
+        gpushare_cmd = [*([gpushare] if gpushare else [sys.executable, "-m", "gpushare"])]
+        snap_dir = Path(tmp) / "snapshots"
+        capture = [*gpushare_cmd, "snapshot", "--kubeconfig", str(lab.kubeconfig)]
+        capture += ["--workdir", str(wd), "--out", str(snap_dir)]
+        made = subprocess.run(capture, capture_output=True, text=True, env=plain, check=True)
+        offline = [*gpushare_cmd, "grade", "--snapshot", made.stdout.strip(), "--seed", "1"]
         timed(grade, plain), timed(script, plain)  # warm the page cache
         ours, theirs, without, one_run = [], [], [], []
-        makes, lab_path, loader = [], [], []
+        makes, lab_path, loader, captures, offlines = [], [], [], [], []
         for _ in range(ROUNDS):
             ours.append(timed(grade, plain))
             theirs.append(timed(script, plain))
@@ -98,6 +105,8 @@ def main() -> None:
             makes.append(timed(make_grade, lab_env))
             lab_path.append(timed(lab_grade, lab_env))
             loader.append(timed(official, plain))
+            captures.append(timed(capture, plain))
+            offlines.append(timed(offline, plain))
         shim = [timed(grade, inherited) for _ in range(3)]
         shim_run = [timed(learner, inherited) for _ in range(3)]
     startup = median([timed([sys.executable, "-c", "pass"], plain) for _ in range(5)])
@@ -111,6 +120,8 @@ def main() -> None:
         ("make grade (the learner's path, no --kubeconfig)", median(makes)),
         ("gpushare grade of the lab, no --kubeconfig", median(lab_path)),
         ("gpushare grade, official kubeconfig loader", median(loader)),
+        ("gpushare snapshot (capture, target < 1 s)", median(captures)),
+        ("gpushare grade --snapshot (offline, target < 1 s)", median(offlines)),
         ("one run of the learner's check-request.sh", median(one_run)),
         ("python -c pass", startup),
     ]
