@@ -62,6 +62,20 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "lab: needs a real kwok lab (the full tier only)")
 
 
+@pytest.fixture(autouse=True)
+def _fast_tier_starts_no_lab(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
+    """In the fast tier (``make test-fast``), a test that would start a lab fails at once."""
+    if os.environ.get("GPUSHARE_TEST_TIER") == "fast" and not request.node.get_closest_marker(
+        "lab"
+    ):
+
+        def refuse(*_args: object, **_kwargs: object) -> None:
+            raise AssertionError("a fast-tier test started a lab: mark it `lab`")
+
+        monkeypatch.setattr(cluster, "up", refuse)
+    yield
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests that take the lab's fixtures are of the full tier (marked ``lab``);
     ``make test-fast`` runs the rest (``-m "not lab"``): no control plane at all."""

@@ -242,6 +242,7 @@ def _alive(proc: psutil.Process) -> bool:
         return False
 
 
+@pytest.mark.lab  # a lab of its own
 def test_stop_keeps_data_and_down_leaves_no_process(tmp_path):
     """A throwaway second cluster: stop/up keeps its data, down ends every process.
 

@@ -18,6 +18,8 @@ from gpushare.lab import cluster, ports, procs
 from gpushare.lab.cluster import LAB_NODES
 from tests.helpers import ROOT, TEST_CLUSTER
 
+pytestmark = pytest.mark.lab  # every test here creates labs of its own
+
 PARALLEL = 8
 
 
