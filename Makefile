@@ -26,7 +26,7 @@ sandbox: install
 		echo "bubblewrap is not installed: install it (Debian/Ubuntu: sudo apt-get install" \
 			"bubblewrap; Fedora: sudo dnf install bubblewrap) to sandbox learners' scripts"; \
 	fi
-	@$(BIN)/python -c "from gpushare import isolation as i; p = i.probe(); \
+	@$(BIN)/python -c "from gpushare.sandbox import isolation as i; p = i.probe(); \
 		print('sandbox: ' + ('bubblewrap ready' if p.available else \
 		f'{p.reason}; {i.INSTALL_HINT}'))"
 

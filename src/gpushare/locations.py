@@ -14,6 +14,20 @@ DEFAULT_WORKDIR = "/root/gpushare"
 _CHECKOUT = Path(__file__).resolve().parents[2]
 
 
+def cache_dir() -> Path:
+    """The per-user cache shared by every checkout (``GPUSHARE_CACHE`` overrides it)."""
+    env = os.environ.get("GPUSHARE_CACHE")
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "gpushare"
+
+
+def kwok_workdir() -> Path:
+    """Where kwokctl keeps the lab clusters (``clusters/<name>/``)."""
+    return cache_dir() / "kwok"
+
+
 def default_workdir() -> Path:
     return Path(os.environ.get("GPUSHARE_WORKDIR") or DEFAULT_WORKDIR)
 

@@ -140,10 +140,15 @@ def _grade(options: Options, started: float, snap: Any) -> Outcome:
     runs = None
     try:
         if wants_runs:
-            from gpushare.grading.session import choose_isolation
+            from gpushare.sandbox import isolation as sandbox_policy
 
             shown = snap.manifest.get("workdir") if snap is not None else None
-            isolation = choose_isolation(snap is not None, options.unsafe_no_sandbox)
+            try:
+                isolation = sandbox_policy.choose(
+                    snapshot=snap is not None, unsafe_no_sandbox=options.unsafe_no_sandbox
+                )
+            except sandbox_policy.IsolationUnavailable as exc:
+                raise OptionError(str(exc)) from None
             runs = RequestRuns.start(workdir, fixtures, seed, shown, isolation)
         from gpushare.grading import runner
         from gpushare.grading.session import GradeSession
@@ -228,17 +233,19 @@ def _policy(path: str | None) -> Any:
 
 def run_cli(args: argparse.Namespace) -> int:
     started = time.monotonic()
-    from gpushare.grading.session import GradeError
-    from gpushare.submissions.snapshot import SnapshotError
-
     try:
         outcome = grade(options_from(args), started)
-    except OptionError as exc:
-        return _error(str(exc))
-    except SnapshotError as exc:
-        return _error(f"bad snapshot: {exc}")
-    except GradeError as exc:
-        return _error(str(exc))
+    except Exception as exc:
+        # classified here, not imported up front: the learner's runs start before the session
+        # and snapshot modules are even imported
+        from gpushare.grading.session import GradeError
+        from gpushare.submissions.snapshot import SnapshotError
+
+        if isinstance(exc, SnapshotError):
+            return _error(f"bad snapshot: {exc}")
+        if isinstance(exc, OptionError | GradeError):
+            return _error(str(exc))
+        raise
     outcome.write(args.json, args.junitxml)
     report = outcome.report
     if report.could_not_grade and not report.timed_out:  # no score to show: one line

@@ -25,29 +25,14 @@ class GradeError(Exception):
     """Grading cannot happen (cluster unreachable, bad kubeconfig): one line, exit status 2."""
 
 
-def choose_isolation(snapshot: bool, unsafe_no_sandbox: bool) -> Any:
-    """The bubblewrap sandbox for the learner's runs, by whose work is graded.
-
-    Someone else's work (a snapshot) runs only in the sandbox, unless the instructor passed
-    ``--unsafe-no-sandbox``; a learner grading their own work in their pod uses it where it
-    runs, and is told once when it does not. GradeError (exit 2) when a snapshot cannot be
-    graded safely here.
-    """
+def _isolation(snapshot: bool, unsafe_no_sandbox: bool) -> Any:
+    """The sandbox policy (:func:`gpushare.sandbox.isolation.choose`), as a GradeError."""
     from gpushare.sandbox import isolation
 
-    if snapshot:
-        try:
-            return isolation.require(unsafe_no_sandbox=unsafe_no_sandbox)
-        except isolation.IsolationUnavailable as exc:
-            raise GradeError(f"gpushare: {exc}") from None
-    if unsafe_no_sandbox:
-        return None
-    found, notice = isolation.for_own_work()
-    if notice:
-        import sys
-
-        print(f"gpushare: {notice}", file=sys.stderr)
-    return found
+    try:
+        return isolation.choose(snapshot=snapshot, unsafe_no_sandbox=unsafe_no_sandbox)
+    except isolation.IsolationUnavailable as exc:
+        raise GradeError(f"gpushare: {exc}") from None
 
 
 class GradeSession:
@@ -101,7 +86,7 @@ class GradeSession:
             from gpushare.grading.requestruns import RequestRuns
 
             shown = self.snapshot.manifest.get("workdir") if self.snapshot else None
-            isolation = choose_isolation(self.snapshot is not None, self.unsafe_no_sandbox)
+            isolation = _isolation(self.snapshot is not None, self.unsafe_no_sandbox)
             self.runs = RequestRuns.start(self.workdir, self.fixtures, self.seed, shown, isolation)
 
     def drop_runs(self) -> None:

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpushare.lab import versions
+from gpushare.locations import cache_dir
 
 MIN_GO = (1, 26)
 # A cold build of Kubernetes + etcd + kwok needs the module cache and the build cache:
@@ -40,15 +41,6 @@ PROGRESS_EVERY_S = 10.0
 
 class BinaryError(RuntimeError):
     """A binary cannot be found or built; the message says what to do."""
-
-
-def cache_dir() -> Path:
-    """The per-user cache shared by every checkout (``GPUSHARE_CACHE`` overrides it)."""
-    env = os.environ.get("GPUSHARE_CACHE")
-    if env:
-        return Path(env).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "gpushare"
 
 
 def cached_path(name: str) -> Path:

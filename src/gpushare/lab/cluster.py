@@ -21,6 +21,7 @@ from typing import Any
 
 from gpushare.lab import binaries, versions
 from gpushare.lab.kubeapi import ApiError, Client, KubeconfigError, Unreachable
+from gpushare.locations import kwok_workdir
 
 DEFAULT_CLUSTER = "gpushare"
 LAB_NODES = ("lab-node-0", "lab-node-1", "lab-node-2")  # the nodes `gpushare up` creates
@@ -60,10 +61,6 @@ def _log(msg: str) -> None:
 
 def cluster_name(name: str | None = None) -> str:
     return name or os.environ.get("GPUSHARE_CLUSTER") or DEFAULT_CLUSTER
-
-
-def kwok_workdir() -> Path:
-    return binaries.cache_dir() / "kwok"
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,6 @@ shows is over half of a learner's whole grade.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import sys
 from dataclasses import dataclass, field
@@ -66,7 +65,7 @@ def resolve(
 
 def lab_kubeconfig(path: str) -> bool:
     """Whether ``path`` is the kubeconfig of one of our lab clusters (kwokctl wrote it)."""
-    from gpushare.lab.cluster import kwok_workdir
+    from gpushare.locations import kwok_workdir
 
     p = Path(path).resolve()
     clusters = (kwok_workdir() / "clusters").resolve()
@@ -135,15 +134,20 @@ def _context_names(files: tuple[str, ...], context: str | None) -> tuple[str, st
 # --------------------------------------------------------------------------- official loader
 
 
-class _LoaderLog(logging.Handler):
-    """Collects what the official loader logs: it logs a failed exec plugin and goes on."""
+def _loader_log() -> Any:
+    """A logging handler collecting what the official loader logs: it logs a failed exec
+    plugin and goes on. (``logging`` is imported here: only the official path needs it.)"""
+    import logging
 
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.lines: list[str] = []
+    class LoaderLog(logging.Handler):
+        def __init__(self) -> None:
+            super().__init__(logging.WARNING)
+            self.lines: list[str] = []
 
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
+        def emit(self, record: logging.LogRecord) -> None:
+            self.lines.append(record.getMessage())
+
+    return LoaderLog()
 
 
 def _interactive_plugin(user: dict[str, Any]) -> str | None:
@@ -177,7 +181,9 @@ class OfficialClient:
         missing = [f for f in target.files if not Path(f).is_file()]
         if missing and len(missing) == len(target.files):
             raise KubeconfigError(f"kubeconfig not found: {', '.join(missing)} ({target.source})")
-        log = _LoaderLog()
+        import logging
+
+        log = _loader_log()
         root = logging.getLogger()
         root.addHandler(log)
         try:

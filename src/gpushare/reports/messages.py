@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import string
-import tomllib
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -67,6 +66,8 @@ CATALOGS = Path(__file__).with_name("messages")
 
 @cache
 def catalog(lang: str) -> dict[str, Any]:
+    import tomllib  # here: --lang is resolved before the learner's runs start, catalogs after
+
     return tomllib.loads((CATALOGS / f"{lang}.toml").read_text(encoding="utf-8"))
 
 

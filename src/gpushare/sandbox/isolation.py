@@ -408,3 +408,22 @@ def for_own_work() -> tuple[Isolation | None, str | None]:
         return None, None
     _noticed = True
     return None, f"note: bin/check-request.sh runs without a sandbox here ({found.reason})"
+
+
+def choose(*, snapshot: bool, unsafe_no_sandbox: bool) -> Isolation | None:
+    """The sandbox for the learner's runs, by whose work is graded.
+
+    Someone else's work (a snapshot) runs only in the sandbox, unless the instructor passed
+    ``--unsafe-no-sandbox`` (:func:`require`; IsolationUnavailable otherwise); a learner grading
+    their own work in their pod uses it where it runs, and is told once on stderr when it does
+    not (:func:`for_own_work`). Light to import: ``gpushare grade`` calls it before anything
+    else, so that the runs start first.
+    """
+    if snapshot:
+        return require(unsafe_no_sandbox=unsafe_no_sandbox)
+    if unsafe_no_sandbox:
+        return None
+    found, notice = for_own_work()
+    if notice:
+        print(f"gpushare: {notice}", file=sys.stderr)
+    return found
