@@ -45,7 +45,7 @@ def take(
         captured = snapshot.build(
             learner=learner or snapshot.default_learner(),
             cluster=session.state.export(),
-            identity=session._graded() or {},
+            identity=session.graded() or {},
             workdir=workdir,
             runtime=snapshot.learner_runtime(),
         )

@@ -159,7 +159,8 @@ class GradeSession:
                 dry_runs.extend(declare(self.work))
         self.state = LabState(client, dry_runs, reads).start()
 
-    def _graded(self) -> dict[str, Any] | None:
+    def graded(self) -> dict[str, Any] | None:
+        """What was graded, as every result records it (with the cluster's uid when live)."""
         if self.identity is None or self.snapshot is not None:
             return self.identity
         return {**self.identity, "uid": self.cluster_uid()}
@@ -307,7 +308,7 @@ class GradeSession:
                 else self.workdir
             ),
             server=self.server,
-            cluster=self._graded(),
+            cluster=self.graded(),
             could_not_grade=self.could_not_grade,
             timed_out=self.timed_out,
         )

@@ -236,7 +236,69 @@ class _Connection:
             self._exactly(2)  # CRLF after each chunk
 
 
-class Client:
+def decode(status: int, reason: str, raw: bytes | None) -> Any:
+    """An apiserver's answer: JSON (or text), or ApiError with its Status reason and message."""
+    text = (raw or b"").decode("utf-8", "replace")
+    if status >= 400:
+        try:
+            answer = json.loads(text)
+            raise ApiError(status, answer.get("reason", ""), answer.get("message", text))
+        except (ValueError, AttributeError):
+            raise ApiError(status, reason, text) from None
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+class Verbs:
+    """The calls gpushare makes, in terms of a client's ``request`` (ours or the official)."""
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        content_type: str = "application/json",
+        params: dict[str, str] | None = None,
+    ) -> Any:
+        raise NotImplementedError
+
+    def get(self, path: str, **params: str) -> Any:
+        return self.request("GET", path, params=params or None)
+
+    def get_or_none(self, path: str) -> Any:
+        """GET, but a 404 is ``None`` rather than an error: absence is an answer in grading."""
+        try:
+            return self.get(path)
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def create(self, path: str, body: Any, *, dry_run: bool = False) -> Any:
+        return self.request("POST", path, body, params={"dryRun": "All"} if dry_run else None)
+
+    def replace(self, path: str, body: Any) -> Any:
+        return self.request("PUT", path, body)
+
+    def merge_patch(self, path: str, body: Any) -> Any:
+        return self.request("PATCH", path, body, content_type="application/merge-patch+json")
+
+    def delete(self, path: str, *, grace: int | None = None) -> Any:
+        params = {"gracePeriodSeconds": str(grace)} if grace is not None else None
+        try:
+            return self.request("DELETE", path, params=params)
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+
+class Client(Verbs):
     """Thread-safe: each thread keeps its own keep-alive connection."""
 
     def __init__(self, creds: Credentials, timeout: float = 10.0) -> None:
@@ -304,46 +366,4 @@ class Client:
             except (OSError, ValueError) as exc:  # ValueError: a malformed length or chunk size
                 self.close()
                 raise Unreachable(self.server, str(exc) or type(exc).__name__) from exc
-        text = raw.decode("utf-8", "replace")
-        if status >= 400:
-            try:
-                answer = json.loads(text)
-                raise ApiError(status, answer.get("reason", ""), answer.get("message", text))
-            except (ValueError, AttributeError):
-                raise ApiError(status, reason, text) from None
-        if not text:
-            return None
-        try:
-            return json.loads(text)
-        except ValueError:
-            return text
-
-    def get(self, path: str, **params: str) -> Any:
-        return self.request("GET", path, params=params or None)
-
-    def get_or_none(self, path: str) -> Any:
-        """GET, but a 404 is ``None`` rather than an error: absence is an answer in grading."""
-        try:
-            return self.get(path)
-        except ApiError as exc:
-            if exc.status == 404:
-                return None
-            raise
-
-    def create(self, path: str, body: Any, *, dry_run: bool = False) -> Any:
-        return self.request("POST", path, body, params={"dryRun": "All"} if dry_run else None)
-
-    def replace(self, path: str, body: Any) -> Any:
-        return self.request("PUT", path, body)
-
-    def merge_patch(self, path: str, body: Any) -> Any:
-        return self.request("PATCH", path, body, content_type="application/merge-patch+json")
-
-    def delete(self, path: str, *, grace: int | None = None) -> Any:
-        params = {"gracePeriodSeconds": str(grace)} if grace is not None else None
-        try:
-            return self.request("DELETE", path, params=params)
-        except ApiError as exc:
-            if exc.status == 404:
-                return None
-            raise
+        return decode(status, reason, raw)

@@ -17,14 +17,13 @@ shows is over half of a learner's whole grade.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpushare.lab.kubeapi import ApiError, Client, KubeconfigError, Unreachable
+from gpushare.lab.kubeapi import Client, KubeconfigError, Unreachable, Verbs, decode
 
 
 @dataclass(frozen=True)
@@ -160,7 +159,7 @@ def _interactive_plugin(user: dict[str, Any]) -> str | None:
     return str(exec_conf.get("command") or "?")
 
 
-class OfficialClient:
+class OfficialClient(Verbs):
     """The same calls as :class:`gpushare.lab.kubeapi.Client`, over the official package.
 
     Thread-safe: urllib3's pool is. Errors become ours: an answer with an error status is an
@@ -291,34 +290,7 @@ class OfficialClient:
             if isinstance(exc, ApiException) and not exc.status:  # TLS and friends
                 raise Unreachable(self.server, str(exc.reason)) from None
             raise
-        text = (raw or b"").decode("utf-8", "replace")
-        if response.status >= 400:
-            try:
-                answer = json.loads(text)
-                reason, message = answer.get("reason", ""), answer.get("message", text)
-            except (ValueError, AttributeError):
-                reason, message = response.reason or "", text
-            raise ApiError(response.status, reason, message)
-        if not text:
-            return None
-        try:
-            return json.loads(text)
-        except ValueError:
-            return text
-
-    def get(self, path: str, **params: str) -> Any:
-        return self.request("GET", path, params=params or None)
-
-    def get_or_none(self, path: str) -> Any:
-        try:
-            return self.get(path)
-        except ApiError as exc:
-            if exc.status == 404:
-                return None
-            raise
-
-    def create(self, path: str, body: Any, *, dry_run: bool = False) -> Any:
-        return self.request("POST", path, body, params={"dryRun": "All"} if dry_run else None)
+        return decode(response.status, response.reason or "", raw)
 
 
 def _documents(target: Target) -> list[dict[str, Any]]:
