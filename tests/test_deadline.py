@@ -10,20 +10,7 @@ import sys
 import time
 import xml.etree.ElementTree as ET
 
-import psutil
-
-from tests.helpers import ROOT, _gpushare
-
-
-def _learner_processes(marker: str) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter(["cmdline"]):
-        try:
-            if any(marker in part for part in proc.info["cmdline"] or []):
-                found.append(proc)
-        except psutil.Error:
-            continue
-    return found
+from tests.helpers import ROOT, _gpushare, processes_with
 
 
 def _hanging_workdir(state, copy_workdir):
@@ -65,8 +52,8 @@ def test_timeout_gives_partial_results_and_ends_everything(lab, state, tmp_path,
     suite = ET.parse(xml).getroot().find("testsuite")
     assert int(suite.get("errors")) == len(unfinished)
     time.sleep(0.5)
-    assert _learner_processes(f"{workdir.name}-hangs") == []
-    assert not [p for p in _learner_processes("sleep 1000") if p.ppid() == os.getpid()]
+    assert processes_with(f"{workdir.name}-hangs") == []
+    assert not [p for p in processes_with("sleep 1000") if p.ppid() == os.getpid()]
 
 
 def test_timeout_applies_to_a_snapshot_too(lab, state, tmp_path, copy_workdir):
@@ -91,4 +78,4 @@ def test_timeout_applies_to_a_snapshot_too(lab, state, tmp_path, copy_workdir):
     assert results["extra_data"]["timed_out"] is True
     assert any(t["extra_data"]["timed_out"] for t in results["tests"])
     time.sleep(0.5)
-    assert _learner_processes(f"{workdir.name}-hangs") == []
+    assert processes_with(f"{workdir.name}-hangs") == []

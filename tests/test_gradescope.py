@@ -21,13 +21,12 @@ import zipfile
 from pathlib import Path
 
 import jsonschema
-import psutil
 import pytest
 import yaml
 
 from gpushare.grading import capture, requestcases
 from gpushare.submissions import snapshot
-from tests.helpers import _gpushare
+from tests.helpers import _gpushare, processes_with
 
 # Gradescope's published results.json specification ("Autograder Specifications", Output
 # format; gradescope/autograder_samples docs/specs.md), field by field, with its types.
@@ -465,20 +464,9 @@ def test_hidden_checks_leak_nothing_and_the_wording_stays_honest(autograder, sna
 # --------------------------------------------------------------------------- the deadline
 
 
-def _processes(marker: str) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter(["cmdline"]):
-        try:
-            if any(marker in part for part in proc.info["cmdline"] or []):
-                found.append(proc)
-        except psutil.Error:
-            continue
-    return found
-
-
 def test_a_2s_deadline_gives_partial_results_and_ends_everything(autograder, snaps, tmp_path):
     autograder.install(_bundle(tmp_path / "short.zip", "--timeout", "2"))
-    before = {p.pid for p in _processes("sleep 1000")}
+    before = {p.pid for p in processes_with("sleep 1000")}
     t0 = time.monotonic()
     proc, results = autograder.run(snaps["hanging"])
     took = time.monotonic() - t0
@@ -494,7 +482,7 @@ def test_a_2s_deadline_gives_partial_results_and_ends_everything(autograder, sna
     assert results["score"] == sum(t["score"] for t in done) > 0
     assert results["output"].startswith("Incomplete:")
     time.sleep(0.5)
-    left = [p for p in _processes("sleep 1000") if p.pid not in before and p.is_running()]
+    left = [p for p in processes_with("sleep 1000") if p.pid not in before and p.is_running()]
     assert left == [], left
 
 

@@ -53,6 +53,10 @@ class Credentials:
     server: str
     ssl_context: ssl.SSLContext | None
     token: str | None
+    # the names the kubeconfig gives them, as every grade records what it judged
+    context: str = ""
+    cluster: str = ""
+    user: str = ""
 
 
 def _materialize(entry: dict[str, Any], key: str, base: Path, keep: list[int]) -> str | None:
@@ -90,7 +94,8 @@ def load_kubeconfig(path: str | os.PathLike[str], context: str | None = None) ->
                 return item.get(kind) or {}
         raise KubeconfigError(f"kubeconfig {p} has no {kind} named {name!r}")
 
-    ctx = pick("context", context or doc.get("current-context"))
+    context_name = context or doc.get("current-context")
+    ctx = pick("context", context_name)
     cluster = pick("cluster", ctx.get("cluster"))
     user = pick("user", ctx.get("user")) if ctx.get("user") else {}
     server = cluster.get("server")
@@ -124,7 +129,14 @@ def load_kubeconfig(path: str | os.PathLike[str], context: str | None = None) ->
     token = user.get("token")
     if not token and user.get("tokenFile"):
         token = Path(user["tokenFile"]).read_text().strip()
-    return Credentials(server=server.rstrip("/"), ssl_context=ctx_ssl, token=token)
+    return Credentials(
+        server=server.rstrip("/"),
+        ssl_context=ctx_ssl,
+        token=token,
+        context=str(context_name or ""),
+        cluster=str(ctx.get("cluster") or ""),
+        user=str(ctx.get("user") or ""),
+    )
 
 
 class _Disconnected(Exception):

@@ -100,34 +100,18 @@ def connect(target: Target, timeout: float = 10.0) -> tuple[Any, Identity]:
     """
     if len(target.files) == 1 and lab_kubeconfig(target.files[0]):
         client = Client.from_kubeconfig(target.files[0], target.context, timeout=timeout)
-        context, cluster, user = _context_names(target.files, target.context)
+        creds = client.creds  # read once: the names come with the server and keys
         identity = Identity(
             kubeconfig=target.kubeconfig,
             source=target.source,
-            context=context,
-            cluster=cluster,
+            context=creds.context,
+            cluster=creds.cluster,
             server=client.server,
-            user=user,
+            user=creds.user,
         )
         return client, identity
     client = OfficialClient.load(target, timeout=timeout)
     return client, client.identity
-
-
-def _context_names(files: tuple[str, ...], context: str | None) -> tuple[str, str, str]:
-    """(context, cluster, user) names of the chosen context in the lab's own kubeconfig."""
-    import yaml
-
-    try:
-        doc = yaml.safe_load(Path(files[0]).read_text()) or {}
-    except (OSError, yaml.YAMLError):
-        doc = {}
-    name = context or doc.get("current-context") or ""
-    for item in doc.get("contexts") or []:
-        if item.get("name") == name:
-            ctx = item.get("context") or {}
-            return name, str(ctx.get("cluster") or ""), str(ctx.get("user") or "")
-    return name, "", ""
 
 
 # --------------------------------------------------------------------------- official loader
@@ -189,7 +173,10 @@ class OfficialClient(Verbs):
             contexts, _ = k8s_config.list_kube_config_contexts(target.kubeconfig)
             # kubectl: the first file to set current-context wins (the Python merger lets
             # the last one win), so the current context is chosen here and passed explicitly
-            wanted = target.context or _first(target, "current-context")
+            docs = _documents(target)
+            wanted = target.context or next(
+                (d["current-context"] for d in docs if d.get("current-context")), None
+            )
             chosen = next((c for c in contexts if c.get("name") == wanted), None)
             if target.context and chosen is None:
                 names = ", ".join(c.get("name", "?") for c in contexts) or "none"
@@ -202,7 +189,7 @@ class OfficialClient(Verbs):
                 )
             ctx = chosen.get("context") or {}
             user_name = str(ctx.get("user") or "")
-            user = _user_entry(target, user_name)
+            user = _user_entry(docs, user_name)
             interactive = _interactive_plugin(user)
             if interactive:
                 raise KubeconfigError(
@@ -308,14 +295,9 @@ def _documents(target: Target) -> list[dict[str, Any]]:
     return docs
 
 
-def _first(target: Target, key: str) -> Any:
-    """The first non-empty top-level ``key`` of the files (kubectl's merge rule)."""
-    return next((d[key] for d in _documents(target) if d.get(key)), None)
-
-
-def _user_entry(target: Target, name: str) -> dict[str, Any]:
+def _user_entry(docs: list[dict[str, Any]], name: str) -> dict[str, Any]:
     """The merged ``users[name].user`` (first file wins, as kubectl merges)."""
-    for doc in _documents(target):
+    for doc in docs:
         for item in doc.get("users") or []:
             if isinstance(item, dict) and item.get("name") == name:
                 return item.get("user") or {}
