@@ -17,9 +17,10 @@ PACKAGE = Path(__file__).resolve().parent
 
 
 def precompile(*extra: Path) -> bool:
-    """Compile the package and ``extra`` directories; True when every file compiled."""
-    ok = True
-    for directory in (PACKAGE, *extra):
+    """Compile the package with all its rooms, and the ``extra`` directories (their top level
+    only: the graders); True when every file compiled."""
+    ok = bool(compileall.compile_dir(PACKAGE, quiet=1))
+    for directory in extra:
         if directory.is_dir():
             ok = bool(compileall.compile_dir(directory, maxlevels=0, quiet=1)) and ok
     return ok
