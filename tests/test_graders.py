@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 from gpushare.lab import cluster
-from tests.helpers import ALL_CHECKS, MAX_SCORE, ROOT, kubectl, run_grade
+from tests.helpers import ALL_CHECKS, MAX_SCORE, ROOT, _gpushare, kubectl, run_grade
 from tests.mutants import (
     CLUSTER_MUTANTS,
     FILE_MUTANTS,
@@ -191,6 +191,27 @@ def test_grading_is_read_only(lab, state, client, tmp_path):
         assert run.rc == 0
     after = (_cluster_fingerprint(client), _tree_fingerprint(workdir))
     assert before == after
+
+
+def test_grading_the_lab_by_name_neither_starts_nor_repairs_it(lab, state, client, tmp_path):
+    """No --kubeconfig (the learner's `make grade`): the lab is graded as it is. A node the
+    learner deleted stays deleted and costs its checks; a lab that is not up is exit 2."""
+    workdir = state.solve()
+    state.dirty()  # the node comes back with the next reset
+    client.delete("/api/v1/nodes/lab-node-2")
+    before = _cluster_fingerprint(client)
+    env = {"GPUSHARE_CLUSTER": lab.name}
+    proc = _gpushare("grade", "--workdir", str(workdir), "--lang", "en", "--seed", "3", env=env)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "lab-node-2" in proc.stdout
+    assert _cluster_fingerprint(client) == before
+    assert "lab-node-2" not in {n["metadata"]["name"] for n in client.get("/api/v1/nodes")["items"]}
+
+    absent = f"gpushare-test-absent-{os.getpid()}"
+    proc = _gpushare("grade", "--workdir", str(workdir), env={"GPUSHARE_CLUSTER": absent})
+    assert proc.returncode == 2
+    assert f"the lab {absent} is not up" in proc.stderr and "gpushare up" in proc.stderr
+    assert not cluster.Lab(absent).dir.exists()
 
 
 def test_pytest_graders_gives_the_same_checks_and_score(lab, state, tmp_path):

@@ -118,18 +118,22 @@ class GradeSession:
             self.identity.update(self._runtimes(manifest.get("runtime") or {}))
             self.state = LabState.recorded(self.snapshot.cluster)
             return
+        # The lab is graded as it is, like any other cluster: never started or repaired here
+        # (a node the learner deleted stays deleted); `make grade` runs `gpushare up` first.
         target = kubeconfigs.resolve(self.kubeconfig, self.context, self.cluster)
         try:
-            if target.is_lab:
-                from gpushare.lab import cluster as lab_cluster
-
-                lab_cluster.up(target.cluster)
             client, identity = kubeconfigs.connect(target, timeout=3.0)
             self.identity = identity.as_dict()
             self.server = client.server
             client.get("/version")
             client.timeout = 10.0
         except KubeconfigError as exc:
+            if target.is_lab and not Path(target.kubeconfig).exists():
+                raise GradeError(
+                    f"gpushare: could not grade: the lab {target.cluster} is not up (no "
+                    f"{target.kubeconfig}). Start it with `make up` (or `gpushare up --cluster "
+                    f"{target.cluster}`), or pass --kubeconfig FILE for another cluster."
+                ) from None
             raise GradeError(f"gpushare: {exc}") from None
         except Unreachable as exc:
             hint = (
@@ -147,8 +151,6 @@ class GradeSession:
                 f"check the credentials in {target.kubeconfig}"
             ) from None
         except Exception as exc:  # anything else on the way: one line, exit 2
-            if target.is_lab:
-                raise GradeError(f"gpushare: cannot start the lab cluster: {exc}") from None
             raise GradeError(f"gpushare: could not grade ({target.kubeconfig}): {exc}") from None
         dry_runs: list[tuple[str, dict[str, Any]]] = []
         reads: dict[str, str] = {}
