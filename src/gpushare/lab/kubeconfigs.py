@@ -11,7 +11,7 @@ token and tokenFile, client certificates and CAs as files or data, insecure-skip
 tls-server-name, proxy-url and HTTPS_PROXY/NO_PROXY; requests then go through its own
 urllib3-based transport. The lab's own kubeconfig, which kwokctl writes for us (a CA, a client
 certificate and a loopback server, nothing else), is read by the small client of
-:mod:`gpushare.lab.kubeapi`: importing the official package costs about 0.3 s, which ``make bench``
+:mod:`gpushare.lab.kubeapi`: importing the official package costs about 0.2 s, which ``make bench``
 shows is over half of a learner's whole grade.
 """
 
