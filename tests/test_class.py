@@ -272,9 +272,30 @@ def test_shards_merged_give_the_csv_of_one_run(graded, three, tmp_path):
     assert (merged / "grades.csv").read_bytes() == (whole / "grades.csv").read_bytes()
     assert "no change since" in proc.stdout
     assert (merged / "report.html").is_file() and (merged / "ada" / "results.json").is_file()
+    assert json.loads((merged / "class.json").read_text())["seed"] == 0
+    assert "seed 0" in (merged / "report.html").read_text()
     # a learner graded by two shards is refused, not counted twice
     proc = gpushare("class", "merge", str(shards[0]), str(whole), "--out", str(tmp_path / "x"))
     assert proc.returncode == 2 and "graded by two shards" in proc.stderr
+    # shards of another seed judged other unseen cases: refused, whatever --seed says
+    proc = gpushare(
+        "class", "merge", *map(str, shards), "--out", str(tmp_path / "y"), "--seed", "5"
+    )
+    assert proc.returncode == 2 and "graded with --seed 0" in proc.stderr, proc.stderr
+    other = tmp_path / "shard-0-seed-5"
+    class_grade(str(three), "--jobs", "1", "--out", str(other), "--shard", "0/3", "--seed", "5")
+    assert json.loads((other / "class.json").read_text())["seed"] == 5
+    proc = gpushare(
+        "class", "merge", str(other), *map(str, shards[1:]), "--out", str(tmp_path / "z")
+    )
+    assert proc.returncode == 2 and "different --seed values" in proc.stderr, proc.stderr
+    # a learner folder moved in from another run without its class.json is caught by its seed
+    (other / "class.json").unlink()
+    proc = gpushare(
+        "class", "merge", str(other), *map(str, shards[1:]), "--out", str(tmp_path / "w")
+    )
+    assert proc.returncode == 2 and "was not graded with --seed 0" in proc.stderr, proc.stderr
+    assert not (tmp_path / "w").exists()
 
 
 def _work(task: str) -> tuple[str, bool]:

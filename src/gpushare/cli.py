@@ -202,7 +202,9 @@ def _add_class(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     q.add_argument("shards", nargs="+", metavar="SHARD_DIR")
     q.add_argument("--out", required=True, metavar="DIR", help="the class folder to write")
     q.add_argument("--lang", help="language of the report (default: the shards')")
-    q.add_argument("--seed", type=int, default=0, help="the --seed the shards ran with")
+    q.add_argument(
+        "--seed", type=int, help="the --seed the shards ran with (default: what they recorded)"
+    )
     q.add_argument("--previous", metavar="DIR", help="an earlier class folder: show what changed")
 
 

@@ -32,6 +32,9 @@ from gpushare.classroom.progress import Progress
 from gpushare.classroom.texts import text
 
 DEFAULT_TIMEOUT = 60.0
+# What a class (or shard) folder was graded with, for ``class merge``: the ``--seed`` above all,
+# which no results.json holds (each holds its submission's seed, derived from it).
+CLASS_FILE = "class.json"
 _GRACE = 15.0  # past --timeout, the worker is killed: the soft limit writes partial results first
 
 
@@ -158,7 +161,28 @@ def grade_class(
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     rows = gradebook.ordered(rows)
-    return finish(out, rows, checks, lang, seed, previous, before, started, costs, shard[1] > 1)
+    run = finish(out, rows, checks, lang, seed, previous, before, started, costs, shard[1] > 1)
+    write_class_file(out, seed=seed, lang=lang, shard=f"{shard[0]}/{shard[1]}")
+    return run
+
+
+def write_class_file(out: Path, **fields: Any) -> None:
+    """``class.json``: how this folder was graded (see :data:`CLASS_FILE`)."""
+    import json
+
+    text = json.dumps({"format": 1, **fields}, indent=2, sort_keys=True) + "\n"
+    (out / CLASS_FILE).write_text(text, encoding="utf-8")
+
+
+def read_class_file(folder: Path) -> dict[str, Any]:
+    """A folder's ``class.json``, or {} when it has none (or not one we can read)."""
+    import json
+
+    try:
+        data = json.loads((folder / CLASS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def finish(

@@ -73,6 +73,7 @@ class Row:
     cells: dict[str, Cell] = field(default_factory=dict)
     folder: str = ""  # relative to the class folder
     lang: str = ""  # of the feedback
+    digest: str = ""  # the snapshot's content hash, when it was graded (the seed derives from it)
 
     def step_scores(self) -> dict[int, int | None]:
         """step -> points, None when a check of the step was not judged."""
@@ -141,6 +142,7 @@ def row_from_results(folder: str, results: dict[str, Any]) -> Row:
         cells=dict(sorted(cells.items(), key=lambda kv: number_key(kv[0]))),
         folder=folder,
         lang=str(extra.get("lang") or ""),
+        digest=str(graded.get("snapshot_sha256") or ""),
     )
 
 

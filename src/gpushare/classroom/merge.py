@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from gpushare.classroom import batch, gradebook
-from gpushare.classroom.inputs import InputError
+from gpushare.classroom.inputs import InputError, seed_for
 
 
 def merge(
@@ -47,17 +47,48 @@ def merge(
         langs = sorted({r.lang for r in rows if r.lang})
         lang = langs[0] if len(langs) == 1 else None
     lang = batch.resolve_lang(lang)
+    seed = _class_seed(shards, rows, seed)  # before anything is written
     out.mkdir(parents=True, exist_ok=True)
     for folder, shard in sorted(seen.items()):
         src, dst = shard / folder, out / folder
         if src.resolve() != dst.resolve():
             shutil.copytree(src, dst, dirs_exist_ok=True)
-    if seed is None:  # the seed --seed gave: every shard recorded the same
-        seed = 0
     checks = gradebook.catalog()
-    return batch.finish(
+    run = batch.finish(
         out, gradebook.ordered(rows), checks, lang, seed, previous, before, started, []
     )
+    batch.write_class_file(out, seed=seed, lang=lang, merged=[str(s) for s in shards])
+    return run
+
+
+def _class_seed(shards: list[Path], rows: list[gradebook.Row], given: int | None) -> int:
+    """The ``--seed`` the shards were graded with, as their ``class.json`` record it.
+
+    Shards graded with different seeds judged different unseen cases: refused, as is a
+    ``--seed`` that is not theirs, and a learner whose own seed does not derive from it.
+    """
+    recorded = {
+        str(shard): meta["seed"]
+        for shard in shards
+        if isinstance((meta := batch.read_class_file(shard)).get("seed"), int)
+    }
+    seeds = sorted(set(recorded.values()))
+    if len(seeds) > 1:
+        which = ", ".join(f"{name}: {seed}" for name, seed in sorted(recorded.items()))
+        raise InputError(
+            f"the shards were graded with different --seed values ({which}): their unseen "
+            "cases differ; grade them again with one --seed"
+        )
+    if given is not None and seeds and given != seeds[0]:
+        raise InputError(f"--seed {given}, but the shards were graded with --seed {seeds[0]}")
+    seed = given if given is not None else seeds[0] if seeds else 0
+    for row in rows:
+        if row.digest and row.seed is not None and row.seed != seed_for(seed, row.digest):
+            raise InputError(
+                f"{row.folder} was not graded with --seed {seed} (its unseen cases differ "
+                "from the others'); grade it again with that seed"
+            )
+    return seed
 
 
 def run_cli(args: argparse.Namespace) -> int:
