@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -211,6 +212,19 @@ def test_grading_the_lab_by_name_neither_starts_nor_repairs_it(lab, state, clien
     proc = _gpushare("grade", "--workdir", str(workdir), env={"GPUSHARE_CLUSTER": absent})
     assert proc.returncode == 2
     assert f"the lab {absent} is not up" in proc.stderr and "gpushare up" in proc.stderr
+    pytest_run = subprocess.run(
+        [sys.executable, "-m", "pytest", "graders", "--workdir", str(workdir), "-q"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={
+            **{k: v for k, v in os.environ.items() if k != "KUBECONFIG"},
+            "GPUSHARE_CLUSTER": absent,
+        },
+        timeout=120,
+    )
+    assert pytest_run.returncode == 2, pytest_run.stdout + pytest_run.stderr
+    assert f"the lab {absent} is not up" in pytest_run.stdout + pytest_run.stderr
     assert not cluster.Lab(absent).dir.exists()
 
 
