@@ -13,8 +13,8 @@ import psutil
 import pytest
 
 from gpushare.lab import cluster, ports, purge
-from gpushare.lab.cluster import LAB_NODES, NODE_RESOURCES
 from gpushare.lab.kubeapi import ApiError, Client
+from gpushare.lab.nodes import LAB_NODES, NODE_RESOURCES, fresh_node_labels
 from tests.helpers import ROOT, TEST_CLUSTER, kubectl
 
 
@@ -184,7 +184,7 @@ def test_reset_restores_the_fresh_lab(lab, client, state):
     namespaces = {n["metadata"]["name"] for n in client.get("/api/v1/namespaces")["items"]}
     assert namespaces == set(cluster.SYSTEM_NAMESPACES)
     for node in client.get("/api/v1/nodes")["items"]:
-        assert node["metadata"]["labels"] == cluster.fresh_node_labels(node["metadata"]["name"])
+        assert node["metadata"]["labels"] == fresh_node_labels(node["metadata"]["name"])
         assert node["status"]["capacity"] == NODE_RESOURCES
         assert node["status"]["allocatable"] == NODE_RESOURCES
     pods = client.get("/api/v1/pods")["items"]

@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from gpushare.lab import cluster, ports, procs
-from gpushare.lab.cluster import LAB_NODES
+from gpushare.lab.nodes import LAB_NODES
 from tests.helpers import ROOT, TEST_CLUSTER
 
 pytestmark = pytest.mark.lab  # every test here creates labs of its own

@@ -239,6 +239,10 @@ def run() -> None:
 
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "grade":
+        if not args.unsafe_no_sandbox:
+            from gpushare.sandbox import isolation
+
+            isolation.probe_soon()  # over by the time the grader is imported
         from gpushare.grading import grade
 
         return grade.run_cli(args)

@@ -226,7 +226,7 @@ def lab_node_labels(lab: LabState) -> dict[str, dict[str, str]]:
     The GPU product label may have any value: the cluster's is used where it exists.
     """
     from gpushare.grading.labstate import CONFIG_LABEL
-    from gpushare.lab.cluster import LAB_NODES
+    from gpushare.lab.nodes import LAB_NODES
 
     try:
         product = (

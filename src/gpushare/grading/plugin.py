@@ -6,8 +6,8 @@ When it wakes it drives a :class:`~gpushare.grading.session.GradeSession`, the s
 ``gpushare grade`` drives without pytest:
 
 - connects, in the session fixture ``lab``, when the first check that judges the cluster
-  runs (``--kubeconfig``, else ``$KUBECONFIG``, else the lab cluster, brought up like
-  ``gpushare up``); collection (``--collect-only``, ``-k``) starts nothing. A cluster that
+  runs (``--kubeconfig``, else ``$KUBECONFIG``, else the lab cluster, graded as it is: never
+  started or repaired); collection (``--collect-only``, ``-k``) starts nothing. A cluster that
   cannot be reached ends the run with exit status 2 and one line; one that cannot be read
   makes every check that judges it an error (JUnit ``<error>``) and the run exit 2;
 - starts, in the background, the cluster read and the runs of ``bin/check-request.sh`` so that

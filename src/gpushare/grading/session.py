@@ -97,9 +97,9 @@ class GradeSession:
     def connect(self, grader_modules: Iterable[Any] = ()) -> None:
         """Reach the cluster and start its read, with the dry-runs the graders declare.
 
-        Which cluster: ``--kubeconfig``, else ``$KUBECONFIG``, else the lab, started if it is
-        not running (see :mod:`gpushare.lab.kubeconfigs`). Anything that keeps us from talking
-        to it is a :class:`GradeError`: one line, exit status 2.
+        Which cluster: ``--kubeconfig``, else ``$KUBECONFIG``, else the lab, as it is (see
+        :mod:`gpushare.lab.kubeconfigs`). Anything that keeps us from talking to it, a lab that
+        is not up included, is a :class:`GradeError`: one line, exit status 2.
         """
         from gpushare.grading.labstate import LabState
         from gpushare.lab import kubeconfigs

@@ -21,12 +21,11 @@ from typing import Any
 
 from gpushare.lab import binaries, versions
 from gpushare.lab.kubeapi import ApiError, Client, KubeconfigError, Unreachable
+from gpushare.lab.nodes import LAB_NODES, NODE_RESOURCES, fresh_node_labels, node_manifest
 from gpushare.locations import kwok_workdir
 
 DEFAULT_CLUSTER = "gpushare"
-LAB_NODES = ("lab-node-0", "lab-node-1", "lab-node-2")  # the nodes `gpushare up` creates
 SYSTEM_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
-NODE_RESOURCES = {"cpu": "32", "memory": "256Gi", "pods": "110", "ephemeral-storage": "500Gi"}
 # names of kwokctl's pid files under <cluster>/pids/
 COMPONENT_BINARIES = (
     "etcd",
@@ -93,35 +92,6 @@ class Lab:
 
     def client(self, timeout: float = 5.0) -> Client:
         return Client.from_kubeconfig(self.kubeconfig, timeout=timeout)
-
-
-def node_manifest(name: str) -> dict[str, Any]:
-    """A fresh lab node: ordinary capacity, no GPU label or resource."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": fresh_node_labels(name),
-            "annotations": {"kwok.x-k8s.io/node": "fake"},
-        },
-        "spec": {},
-        "status": {
-            "capacity": dict(NODE_RESOURCES),
-            "allocatable": dict(NODE_RESOURCES),
-        },
-    }
-
-
-def fresh_node_labels(name: str) -> dict[str, str]:
-    return {
-        "kubernetes.io/hostname": name,
-        "kubernetes.io/os": "linux",
-        "kubernetes.io/arch": "amd64",
-        "beta.kubernetes.io/os": "linux",
-        "beta.kubernetes.io/arch": "amd64",
-        "type": "kwok",
-    }
 
 
 # --------------------------------------------------------------------------- kwokctl

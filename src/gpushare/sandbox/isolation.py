@@ -306,66 +306,102 @@ class Probe:
 
 
 _probed: Probe | None = None
+_trial: tuple[Isolation, _Trial | str] | None = None  # started by probe_soon(), not yet collected
+
+
+def probe_soon() -> None:
+    """Start the trial run of :func:`probe` now and return at once; :func:`probe` collects it.
+
+    The trial is a few milliseconds of waiting on the kernel (new namespaces and mounts);
+    ``gpushare grade`` starts it before importing the grader, so it is over by the time the
+    learner's runs need its answer. Does nothing when the answer is known or on its way.
+    """
+    global _probed, _trial
+    if _probed is not None or _trial is not None:
+        return
+    bwrap = find_bwrap()
+    if bwrap is None:
+        _probed = Probe(None, "bwrap (bubblewrap) not found")
+        return
+    isolation = Isolation(bwrap, find_runtime())
+    _trial = (isolation, _Trial.start(isolation.command(["true"], cwd=None)))
 
 
 def probe(*, refresh: bool = False) -> Probe:
     """Find ``bwrap`` and start the real sandbox once (``true`` in it); cached per process.
 
-    A few milliseconds. Fails with a reason when bwrap is missing or may not create its
-    namespaces here (``bwrap: No permissions to create new namespace...``).
+    A few milliseconds (none when :func:`probe_soon` started it early enough). Fails with a
+    reason when bwrap is missing or may not create its namespaces here (``bwrap: No
+    permissions to create new namespace...``).
     """
-    global _probed
-    if _probed is not None and not refresh:
-        return _probed
-    bwrap = find_bwrap()
-    if bwrap is None:
-        _probed = Probe(None, "bwrap (bubblewrap) not found")
-        return _probed
-    runtime = find_runtime()
-    isolation = Isolation(bwrap, runtime)
-    error = _try(isolation.command(["true"], cwd=None))
-    if error is not None and "nknown option" in error:  # bwrap < 0.8
-        isolation = Isolation(bwrap, runtime, modern=False)
-        error = _try(isolation.command(["true"], cwd=None))
-    if error is not None:
-        _probed = Probe(None, f"bubblewrap cannot create its sandbox here: {error}")
-    else:
-        _probed = Probe(isolation, "")
+    global _probed, _trial
+    if refresh:
+        _probed = None
+        if _trial is not None:
+            _finish(_trial[1])
+            _trial = None
+    probe_soon()
+    if _trial is not None:
+        (isolation, trial), _trial = _trial, None
+        error = _finish(trial)
+        if error is not None and "nknown option" in error:  # bwrap < 0.8
+            isolation = Isolation(isolation.bwrap, isolation.runtime, modern=False)
+            error = _finish(_Trial.start(isolation.command(["true"], cwd=None)))
+        if error is not None:
+            _probed = Probe(None, f"bubblewrap cannot create its sandbox here: {error}")
+        else:
+            _probed = Probe(isolation, "")
+    assert _probed is not None
     return _probed
 
 
-def _try(argv: list[str]) -> str | None:
-    """Run ``argv`` (no shell, stdin and stdout on /dev/null); None if it exited 0, else why."""
-    err_r, err_w = os.pipe()
-    try:
-        pid = os.posix_spawn(
-            argv[0],
-            argv,
-            {"PATH": SANDBOX_PATH},
-            file_actions=[
-                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-                (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
-                (os.POSIX_SPAWN_DUP2, err_w, 2),
-            ],
-        )
-    except OSError as exc:
-        os.close(err_r)
-        return str(exc)
-    finally:
-        os.close(err_w)
+class _Trial:
+    """A command started with no shell, stdin and stdout on /dev/null, its stderr kept."""
+
+    def __init__(self, pid: int, err_r: int) -> None:
+        self.pid, self.err_r = pid, err_r
+
+    @classmethod
+    def start(cls, argv: list[str]) -> _Trial | str:
+        """The started command, or why it could not start."""
+        err_r, err_w = os.pipe()
+        try:
+            pid = os.posix_spawn(
+                argv[0],
+                argv,
+                {"PATH": SANDBOX_PATH},
+                file_actions=[
+                    (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                    (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+                    (os.POSIX_SPAWN_DUP2, err_w, 2),
+                ],
+            )
+        except OSError as exc:
+            os.close(err_r)
+            return str(exc)
+        finally:
+            os.close(err_w)
+        return cls(pid, err_r)
+
+
+def _finish(trial: _Trial | str) -> str | None:
+    """Wait for ``trial`` (killed after :data:`_PROBE_TIMEOUT_S`); None if it exited 0, else
+    why."""
+    if isinstance(trial, str):
+        return trial
     deadline = time.monotonic() + _PROBE_TIMEOUT_S
     status = None
     while status is None:
-        done, raw = os.waitpid(pid, os.WNOHANG)
+        done, raw = os.waitpid(trial.pid, os.WNOHANG)
         if done:
             status = os.waitstatus_to_exitcode(raw)
         elif time.monotonic() > deadline:
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
+            os.kill(trial.pid, 9)
+            os.waitpid(trial.pid, 0)
             status = -9
         else:
             time.sleep(0.002)
-    with os.fdopen(err_r, "rb") as fh:
+    with os.fdopen(trial.err_r, "rb") as fh:
         message = fh.read(4096).decode("utf-8", "replace").strip().splitlines()
     if status == 0:
         return None
