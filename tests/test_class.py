@@ -26,7 +26,7 @@ import psutil
 import pytest
 import yaml
 
-from gpushare.classroom import inputs, job, pool
+from gpushare.classroom import gradebook, inputs, job, pool, report
 from gpushare.sandbox import isolation
 from tests import class_snapshots as snaps
 from tests.helpers import ROOT, grade_snapshot, kubectl
@@ -107,9 +107,14 @@ def test_a_class_of_three_with_a_corrupt_snapshot(graded, snapshots, tmp_path):
     cy = rows["cy"]
     assert cy["status"] == "error" and cy["score"] == "" and cy["snapshot"] == snapshots["cy"].name
     assert all(cy[k] == "" for k in cy if re.fullmatch(r"\d\.\d|step \d", k))
-    assert "cy: error:" in stdout and "corrupt or truncated" in stdout
+    assert "cy: error: the snapshot cannot be read" in stdout and "corrupt or truncated" in stdout
     results = json.loads((out / "cy" / "results.json").read_text())
     assert "score" not in results and results["extra_data"]["complete"] is False
+    assert results["extra_data"]["could_not_grade_kind"] == "unreadable"
+    assert results["tests"][0]["output"].startswith("Not graded: the snapshot cannot be read")
+    # an instructor (or learner) of another language reads the sort of reason in theirs
+    zh = report.render(gradebook.load_rows(out), gradebook.catalog(), "zh", seed=0)
+    assert "快照无法读取" in zh and "corrupt or truncated" in zh
     assert all("score" not in t for t in results["tests"])
     assert 'errors="33"' in (out / "cy" / "junit.xml").read_text()
     # bob's latest snapshot is the one graded
@@ -176,7 +181,9 @@ def test_a_grade_past_its_time_limit_is_an_error_row_and_the_others_go_on(
     results = json.loads((out / "eve" / "results.json").read_text())
     assert results["extra_data"]["timed_out"] is True
     assert "time limit" in results["extra_data"]["could_not_grade"]
-    assert "eve: error: the time limit struck" in proc.stdout
+    assert "eve: error: grading it took longer than its time limit (the time limit struck" in (
+        proc.stdout
+    )
     before = read_csv(graded[0] / "grades.csv")  # ada as the class of three graded her
     assert before[0]["learner"] == "ada" and rows["ada"] == before[0]
     # nothing of eve's script outlives the grade (its worker retired; the runs ended with it)

@@ -210,6 +210,14 @@ def _hostile(tmp_path: Path) -> dict[str, Path]:
     return cases
 
 
+# How each is told in the learner's and the instructor's language (SnapshotError.kind).
+KINDS = {
+    **dict.fromkeys(("corrupt", "truncated", "not-gzip"), "unreadable"),
+    "tampered": "altered",
+    "unknown-format": "format",
+}
+
+
 def test_hostile_snapshots_are_refused_and_nothing_is_written_outside(tmp_path):
     before = set(os.listdir("/tmp"))
     for name, path in _hostile(tmp_path).items():
@@ -217,6 +225,7 @@ def test_hostile_snapshots_are_refused_and_nothing_is_written_outside(tmp_path):
         with pytest.raises(snapshot.SnapshotError) as err:
             snapshot.load(path, scratch)
         assert "\n" not in str(err.value), name
+        assert err.value.kind == KINDS.get(name, "refused"), (name, str(err.value))
         outside = [p for p in tmp_path.rglob("evil*") if scratch not in p.parents]
         assert outside == [], (name, outside)
     assert not (set(os.listdir("/tmp")) - before) & {"gpushare-evil.txt", "evil.txt"}

@@ -140,7 +140,14 @@ def grade_class(
         task = tasks[index]
         kind = "timeout" if ended == pool.HUNG else "grader"
         results = gradebook.write_error(
-            task.folder, task.snapshot, why, kind, lang=lang, seed=task.seed, checks=checks
+            task.folder,
+            task.snapshot,
+            why,
+            kind,
+            lang=lang,
+            seed=task.seed,
+            checks=checks,
+            why="timeout" if ended == pool.HUNG else "died",
         )
         row = gradebook.row_from_results(folders[index], results)
         rows.append(row)
@@ -283,7 +290,7 @@ def summary(run: ClassRun) -> str:
             )
         )
     for r in run.errors:
-        lines.append(f"  {r.folder}: {text('error', lang)}: {report._short(r.reason)}")
+        lines.append(f"  {r.folder}: {text('error', lang)}: {report.reason_said(r, lang)}")
     if run.diff is not None:
         if run.diff.changes:
             lines.append(text("changed", lang, n=len(run.diff.changes), previous=run.diff.previous))

@@ -74,6 +74,7 @@ class Row:
     folder: str = ""  # relative to the class folder
     lang: str = ""  # of the feedback
     digest: str = ""  # the snapshot's content hash, when it was graded (the seed derives from it)
+    why: str = ""  # the sort of reason of an error row (classroom.texts ``why_*``), or ""
 
     def step_scores(self) -> dict[int, int | None]:
         """step -> points, None when a check of the step was not judged."""
@@ -143,19 +144,36 @@ def row_from_results(folder: str, results: dict[str, Any]) -> Row:
         folder=folder,
         lang=str(extra.get("lang") or ""),
         digest=str(graded.get("snapshot_sha256") or ""),
+        why=_why(extra) if status == "error" else "",
     )
 
 
+def _why(extra: dict[str, Any]) -> str:
+    """The sort of reason of an error row: what the class recorded, or a grade's own deadline."""
+    return str(extra.get("could_not_grade_kind") or ("timeout" if extra.get("timed_out") else ""))
+
+
 def error_results(
-    snapshot: Path, reason: str, kind: str, *, lang: str, seed: int | None, checks: list[CheckInfo]
+    snapshot: Path,
+    reason: str,
+    kind: str,
+    *,
+    lang: str,
+    seed: int | None,
+    checks: list[CheckInfo],
+    why: str = "",
 ) -> Any:
     """A :class:`~gpushare.reports.results.Report` for a submission that could not be graded: every
     check an error of ``kind`` ("cluster" for a bad snapshot, "timeout", "grader") saying why,
-    no score. Written with the same writers as a grade, so an LMS reads it the same way."""
+    no score. Written with the same writers as a grade, so an LMS reads it the same way.
+
+    ``why`` sorts ``reason`` (a bad snapshot's :attr:`SnapshotError.kind`, ``timeout``,
+    ``died``): the learner reads it in their language, the technical reason after it."""
     from gpushare.classroom.texts import text as word
     from gpushare.reports import messages, results
 
-    text = word("not_graded", lang, reason=reason[:300])
+    said = f"{word('why_' + why, lang)} ({reason[:300]})" if why else reason[:300]
+    text = word("not_graded", lang, reason=said)
     cells = [
         results.CheckResult(
             number=c.number,
@@ -179,6 +197,7 @@ def error_results(
         server=None,
         cluster={"snapshot": str(snapshot)},
         could_not_grade=reason[:500] or "could not grade",
+        could_not_grade_kind=why or None,
     )
 
 
@@ -191,11 +210,12 @@ def write_error(
     lang: str,
     seed: int | None,
     checks: list[CheckInfo],
+    why: str = "",
 ) -> dict[str, Any]:
     """Write results.json and junit.xml of an ungradable submission; return the JSON."""
     from gpushare.reports import junit
 
-    report = error_results(snapshot, reason, kind, lang=lang, seed=seed, checks=checks)
+    report = error_results(snapshot, reason, kind, lang=lang, seed=seed, checks=checks, why=why)
     report.write_json(folder / "results.json")
     junit.write(
         report,

@@ -338,10 +338,18 @@ def _errors(t: _Words, errors: list[Row]) -> str:
     for r in errors:
         out.append(
             f"<tr><td>{_e(r.folder)}</td><td><code>{_e(r.snapshot)}</code></td>"
-            f"<td>{_e(_short(r.reason))}</td></tr>"
+            f"<td>{_e(reason_said(r, t.lang))}</td></tr>"
         )
     out.append("</table>")
     return "\n".join(out)
+
+
+def reason_said(row: Row, lang: str) -> str:
+    """Why an error row has no grade: its sort in ``lang``, then the technical reason (English),
+    without the snapshot's long path."""
+    if row.why:
+        return f"{text('why_' + row.why, lang)} ({_short(row.reason)})"
+    return _short(row.reason)
 
 
 def _short(reason: str) -> str:

@@ -78,7 +78,9 @@ def grade_one(task: Task) -> tuple[dict[str, Any], bool]:
         outcome.write(task.folder / "results.json", task.folder / "junit.xml")
         results = json.loads((task.folder / "results.json").read_text(encoding="utf-8"))
         retire = bool(outcome.report.timed_out) or threading.active_count() > 1
-    except (OptionError, SnapshotError, GradeError) as exc:
+    except SnapshotError as exc:
+        results = _error(task, str(exc), "cluster", why=exc.kind)
+    except (OptionError, GradeError) as exc:
         results = _error(task, str(exc), "cluster")
     except Exception as exc:  # a bug of ours: this submission's row says so, the class goes on
         results = _error(task, f"{type(exc).__name__}: {exc}", "grader")
@@ -93,7 +95,7 @@ def grade_one(task: Task) -> tuple[dict[str, Any], bool]:
     }, retire
 
 
-def _error(task: Task, reason: str, kind: str) -> dict[str, Any]:
+def _error(task: Task, reason: str, kind: str, why: str = "") -> dict[str, Any]:
     reason = reason.removeprefix("gpushare: ")
     return gradebook.write_error(
         task.folder,
@@ -103,4 +105,5 @@ def _error(task: Task, reason: str, kind: str) -> dict[str, Any]:
         lang=task.lang,
         seed=task.seed,
         checks=list(task.checks),
+        why=why,
     )

@@ -80,6 +80,7 @@ class Report:
     server: str | None
     cluster: dict[str, str] | None = None  # what was graded: kubeconfig, context, server...
     could_not_grade: str | None = None  # why the cluster could not be read (voids the grade)
+    could_not_grade_kind: str | None = None  # a class's sort of reason (e.g. a bad snapshot's)
     timed_out: bool = False  # the deadline struck: finished checks keep their results
     policy: str | None = None
 
@@ -163,6 +164,7 @@ class Report:
             "cluster": self.cluster,
             "complete": self.complete,
             "could_not_grade": self.could_not_grade,
+            **({"could_not_grade_kind": k} if (k := self.could_not_grade_kind) else {}),
             "timed_out": self.timed_out,
             "policy": self.policy,
         }

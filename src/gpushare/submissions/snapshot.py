@@ -50,7 +50,20 @@ _FIXED = ("manifest.json", "cluster.json")
 
 
 class SnapshotError(Exception):
-    """The snapshot cannot be written or graded; the message is one line saying why."""
+    """The snapshot cannot be written or graded; the message is one line saying why.
+
+    ``kind`` sorts the reasons for whoever is told in their own language (a class report, a
+    learner's results): ``unreadable`` (damaged, cut short, not a snapshot at all),
+    ``altered`` (changed after capture), ``format`` (made by a gpushare this one cannot read)
+    or ``refused`` (holds what is never unpacked: a path leading out, a device, too much).
+    The message itself stays technical, in English.
+    """
+
+    KINDS = ("unreadable", "altered", "format", "refused")
+
+    def __init__(self, message: str, kind: str = "unreadable") -> None:
+        super().__init__(message)
+        self.kind = kind if kind in self.KINDS else "unreadable"
 
 
 @dataclass
@@ -267,7 +280,9 @@ def load(path: Path, scratch: Path) -> Snapshot:
     except OSError as exc:
         raise SnapshotError(f"cannot read snapshot {path}: {exc.strerror or exc}") from None
     if size > MAX_ARCHIVE:
-        raise SnapshotError(f"{path} is {size} bytes, over the {MAX_ARCHIVE} a snapshot may be")
+        raise SnapshotError(
+            f"{path} is {size} bytes, over the {MAX_ARCHIVE} a snapshot may be", "refused"
+        )
     try:
         return _load(path, scratch)
     except SnapshotError:
@@ -288,10 +303,10 @@ def _load(path: Path, scratch: Path) -> Snapshot:
     with tarfile.open(path, "r:gz") as tar:
         for count, ti in enumerate(_members(tar)):
             if count >= MAX_MEMBERS:
-                raise SnapshotError(f"{path} has over {MAX_MEMBERS} members")
+                raise SnapshotError(f"{path} has over {MAX_MEMBERS} members", "refused")
             unpacked += ti.size
             if unpacked > MAX_UNPACKED:
-                raise SnapshotError(f"{path} unpacks to over {MAX_UNPACKED} bytes")
+                raise SnapshotError(f"{path} unpacks to over {MAX_UNPACKED} bytes", "refused")
             if count == 0:
                 if ti.name != "manifest.json" or not ti.isreg() or ti.size > MAX_BYTES:
                     raise SnapshotError(f"{path} does not start with a manifest")
@@ -299,7 +314,7 @@ def _load(path: Path, scratch: Path) -> Snapshot:
                 continue
             if ti.name == "cluster.json" and ti.isreg() and cluster_raw is None:
                 if ti.size > MAX_CLUSTER_JSON:
-                    raise SnapshotError(f"{path}: cluster.json is too large")
+                    raise SnapshotError(f"{path}: cluster.json is too large", "refused")
                 cluster_raw = _read(tar, ti)
                 digests[ti.name] = hashlib.sha256(cluster_raw).hexdigest()
                 continue
@@ -312,7 +327,8 @@ def _load(path: Path, scratch: Path) -> Snapshot:
         names = set(digests) | set(expected)
         changed = sorted(k for k in names if digests.get(k) != expected.get(k)) or ["the whole"]
         raise SnapshotError(
-            f"{path} was altered after capture (sha256 mismatch: {', '.join(changed[:5])})"
+            f"{path} was altered after capture (sha256 mismatch: {', '.join(changed[:5])})",
+            "altered",
         )
     try:
         cluster = json.loads(cluster_raw)
@@ -344,17 +360,18 @@ def _manifest(path: Path, raw: bytes) -> dict[str, Any]:
     try:
         manifest = json.loads(raw)
     except ValueError:
-        raise SnapshotError(f"{path}: the manifest is not JSON") from None
+        raise SnapshotError(f"{path}: the manifest is not JSON", "format") from None
     if not isinstance(manifest, dict):
-        raise SnapshotError(f"{path}: the manifest is not an object")
+        raise SnapshotError(f"{path}: the manifest is not an object", "format")
     if manifest.get("format") != FORMAT:
         raise SnapshotError(
             f"{path} has snapshot format {manifest.get('format')!r}; this gpushare reads "
-            f"format {FORMAT} (gpushare {__version__})"
+            f"format {FORMAT} (gpushare {__version__})",
+            "format",
         )
     for key in ("learner", "captured_at", "members", "sha256", "cluster"):
         if key not in manifest:
-            raise SnapshotError(f"{path}: the manifest has no {key}")
+            raise SnapshotError(f"{path}: the manifest has no {key}", "format")
     return manifest
 
 
@@ -362,27 +379,29 @@ def _unpack(path: Path, tar: tarfile.TarFile, ti: tarfile.TarInfo, scratch: Path
     """Write one ``work/`` member under ``scratch``; refuse anything that could leave it."""
     name = ti.name
     if not name.startswith("work/") or name in _FIXED:
-        raise SnapshotError(f"{path}: unexpected member {name!r}")
+        raise SnapshotError(f"{path}: unexpected member {name!r}", "refused")
     if not (ti.isreg() or ti.isdir() or ti.issym()):
-        raise SnapshotError(f"{path}: member {name!r} is a device, FIFO or hard link")
+        raise SnapshotError(f"{path}: member {name!r} is a device, FIFO or hard link", "refused")
     if ".." in name.split("/"):
-        raise SnapshotError(f"{path}: hostile member refused ({name!r} climbs out)")
+        raise SnapshotError(f"{path}: hostile member refused ({name!r} climbs out)", "refused")
     data_filter = getattr(tarfile, "data_filter", None)  # Python 3.11.4+: a second opinion
     if data_filter is not None:
         try:
             data_filter(ti, str(scratch))
         except tarfile.FilterError as exc:
-            raise SnapshotError(f"{path}: hostile member refused ({exc})") from None
+            raise SnapshotError(f"{path}: hostile member refused ({exc})", "refused") from None
     dest = os.path.join(scratch, name)
     os.makedirs(os.path.dirname(dest), mode=0o755, exist_ok=True)  # a folder left out
     parent = os.path.realpath(os.path.dirname(dest))
     root = os.path.realpath(scratch / "work")
     if not (parent == root or parent.startswith(root + os.sep)):
-        raise SnapshotError(f"{path}: member {name!r} would be written outside the work dir")
+        raise SnapshotError(
+            f"{path}: member {name!r} would be written outside the work dir", "refused"
+        )
     if ti.issym():
         target = os.path.realpath(os.path.join(os.path.dirname(dest), ti.linkname))
         if not (target == root or target.startswith(root + os.sep)):
-            raise SnapshotError(f"{path}: link {name!r} points out of the work dir")
+            raise SnapshotError(f"{path}: link {name!r} points out of the work dir", "refused")
         os.symlink(ti.linkname, dest)
         return b""
     if ti.isdir():
