@@ -17,8 +17,8 @@ PACKAGE = Path(__file__).resolve().parent
 
 
 # Installed packages a grade imports whose bytecode we make sure of: PyYAML is also what the
-# learner's ``python3`` imports in the sandbox, read-only, five times a grade (30 ms a run
-# without bytecode, against 14 ms). pip writes it at install; a venv made otherwise may lack it.
+# learner's ``python3`` imports in the sandbox, read-only, five times a grade (about 30 ms more a
+# run without bytecode). pip writes it at install; a venv made otherwise may lack it.
 IMPORTED = ("yaml",)
 
 

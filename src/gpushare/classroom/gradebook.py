@@ -149,8 +149,12 @@ def row_from_results(folder: str, results: dict[str, Any]) -> Row:
 
 
 def _why(extra: dict[str, Any]) -> str:
-    """The sort of reason of an error row: what the class recorded, or a grade's own deadline."""
-    return str(extra.get("could_not_grade_kind") or ("timeout" if extra.get("timed_out") else ""))
+    """The sort of reason of an error row: what the class recorded, or a grade's own deadline
+    ("" for one we have no words for, e.g. from another gpushare)."""
+    from gpushare.classroom.texts import has
+
+    why = str(extra.get("could_not_grade_kind") or ("timeout" if extra.get("timed_out") else ""))
+    return why if why and has(f"why_{why}") else ""
 
 
 def error_results(

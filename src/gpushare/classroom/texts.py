@@ -187,5 +187,10 @@ def text(key: str, lang: str, **params: object) -> str:
     return template.format(**params) if params else template
 
 
+def has(key: str) -> bool:
+    """Whether ``key`` is one of the instructor's words."""
+    return key in _TEXTS["en"]
+
+
 def languages() -> list[str]:
     return sorted(_TEXTS)
