@@ -402,3 +402,19 @@ def test_the_job_command_is_the_class_grade_of_one_shard():
         "gpushare class grade /snapshots --out '/results/shard-$(JOB_COMPLETION_INDEX)' "
         "--shard '$(JOB_COMPLETION_INDEX)/4' --seed 9"
     )
+
+
+def test_an_error_row_says_its_sort_of_reason_in_the_report_language():
+    """A results.json of an ungradable submission, as a class grade writes it: the sort of
+    reason in the report's language, then the technical reason; a sort we have no words for
+    (a newer gpushare's) is left out rather than failing the report."""
+
+    def row(kind: str) -> gradebook.Row:
+        extra = {"complete": False, "could_not_grade": "x.gpushare.tgz was altered after capture"}
+        return gradebook.row_from_results(
+            "ann", {"extra_data": {**extra, "could_not_grade_kind": kind}}
+        )
+
+    assert report.reason_said(row("altered"), "ko").startswith("스냅샷이 생성된 뒤에 변경됨 (")
+    assert report.reason_said(row("altered"), "zh").startswith("快照在生成之后被修改过（x.gpushare")
+    assert report.reason_said(row("someday"), "zh") == "x.gpushare.tgz was altered after capture"

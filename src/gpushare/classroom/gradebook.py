@@ -176,7 +176,9 @@ def error_results(
     from gpushare.classroom.texts import text as word
     from gpushare.reports import messages, results
 
-    said = f"{word('why_' + why, lang)} ({reason[:300]})" if why else reason[:300]
+    said = reason[:300]
+    if why:
+        said = word("why_said", lang, why=word(f"why_{why}", lang), reason=said)
     text = word("not_graded", lang, reason=said)
     cells = [
         results.CheckResult(

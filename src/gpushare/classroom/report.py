@@ -348,7 +348,7 @@ def reason_said(row: Row, lang: str) -> str:
     """Why an error row has no grade: its sort in ``lang``, then the technical reason (English),
     without the snapshot's long path."""
     if row.why:
-        return f"{text('why_' + row.why, lang)} ({_short(row.reason)})"
+        return text("why_said", lang, why=text(f"why_{row.why}", lang), reason=_short(row.reason))
     return _short(row.reason)
 
 
