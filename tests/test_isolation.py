@@ -539,6 +539,31 @@ def test_policy_with_a_sandbox(fresh_probe: pytest.MonkeyPatch) -> None:
         assert (sandboxed.mode, plain.mode) == ("isolated", "unisolated")
 
 
+@pytest.mark.parametrize("bwrap", [None, "/bin/false"])
+def test_a_probe_started_early_gives_the_same_answer(
+    fresh_probe: pytest.MonkeyPatch, bwrap: str | None
+) -> None:
+    """``gpushare grade`` starts the trial run before importing the grader (probe_soon) and
+    collects it when the runs start: the same answer as a probe made there and then."""
+    if bwrap:
+        fresh_probe.setenv(isolation.BWRAP_ENV, bwrap)
+    now = isolation.probe(refresh=True)
+    fresh_probe.setattr(isolation, "_probed", None)
+    isolation.probe_soon()
+    trial = isolation._trial
+    assert trial is not None  # started, not waited for
+    isolation.probe_soon()
+    assert isolation._trial is trial  # one trial, however often asked
+    early = isolation.probe()
+    assert isolation._trial is None and isolation.probe() is early
+    assert (early.available, early.reason) == (now.available, now.reason)
+    if now.isolation is not None:
+        assert early.isolation is not None
+        assert early.isolation.command(["true"], cwd=None) == now.isolation.command(
+            ["true"], cwd=None
+        )
+
+
 def test_cost_of_a_sandboxed_run_is_small(iso: Isolation, tmp_path: Path) -> None:
     """Generous bound (shared machine); measured about 10 ms more than unsandboxed."""
     with Supervisor(isolation=iso) as supervisor:
