@@ -137,7 +137,7 @@ class GradeSession:
             raise GradeError(f"gpushare: {exc}") from None
         except Unreachable as exc:
             hint = (
-                "Start the lab with `make up` (or `gpushare up`)"
+                f"Start the lab with `make up` (or `gpushare up --cluster {target.cluster}`)"
                 if target.is_lab
                 else "Check that cluster"
             )
