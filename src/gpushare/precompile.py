@@ -42,6 +42,6 @@ def precompile(*extra: Path) -> bool:
     for directory in extra:
         if directory.is_dir():
             ok = bool(compileall.compile_dir(directory, maxlevels=0, quiet=1)) and ok
-    for directory in imported_packages():
-        ok = bool(compileall.compile_dir(directory, quiet=1)) and ok
+    for directory in imported_packages():  # not ours: a read-only install says nothing
+        ok = bool(compileall.compile_dir(directory, quiet=2)) and ok
     return ok
