@@ -29,7 +29,7 @@ import yaml
 from gpushare.classroom import gradebook, inputs, job, pool, report
 from gpushare.sandbox import isolation
 from tests import class_snapshots as snaps
-from tests.helpers import ROOT, grade_snapshot, kubectl
+from tests.helpers import ROOT, _gpushare, grade_snapshot, kubectl
 
 # Learners' scripts run in the sandbox wherever it can run; only where it cannot are they run
 # without it (these are our own scripts).
@@ -37,16 +37,7 @@ UNSAFE = [] if isolation.probe().available else ["--unsafe-no-sandbox"]
 
 
 def gpushare(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    environ = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
-    environ.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "gpushare", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-        env=environ,
-    )
+    return _gpushare(*args, timeout=300, env=env)
 
 
 def class_grade(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -5,8 +5,6 @@ fast, names the port and leaves nothing behind. Real kwok labs, real sockets, re
 from __future__ import annotations
 
 import socket
-import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -16,21 +14,11 @@ import pytest
 
 from gpushare.lab import cluster, ports, procs
 from gpushare.lab.nodes import LAB_NODES
-from tests.helpers import ROOT, TEST_CLUSTER
+from tests.helpers import TEST_CLUSTER, _gpushare
 
 pytestmark = pytest.mark.lab  # every test here creates labs of its own
 
 PARALLEL = 8
-
-
-def _cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "gpushare", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=ROOT,
-    )
 
 
 def _alive(proc: psutil.Process) -> bool:
@@ -61,7 +49,7 @@ def test_eight_labs_created_at_once_all_come_up_then_all_go(capsys):
     t0 = time.monotonic()
     try:
         with ThreadPoolExecutor(PARALLEL) as pool:
-            ups = list(pool.map(lambda n: _cli("up", "--cluster", n), names))
+            ups = list(pool.map(lambda n: _gpushare("up", "--cluster", n, timeout=300), names))
         elapsed = time.monotonic() - t0
         for name, res in zip(names, ups, strict=True):
             assert res.returncode == 0, f"{name}: {res.stderr}"
@@ -83,7 +71,7 @@ def test_eight_labs_created_at_once_all_come_up_then_all_go(capsys):
             components += [psutil.Process(p) for p in pids.values()]
     finally:
         with ThreadPoolExecutor(PARALLEL) as pool:
-            downs = list(pool.map(lambda n: _cli("down", "--cluster", n), names))
+            downs = list(pool.map(lambda n: _gpushare("down", "--cluster", n, timeout=300), names))
     for name, res in zip(names, downs, strict=True):
         assert res.returncode == 0, f"{name}: {res.stderr}"
         _assert_nothing_left(name)
