@@ -7,6 +7,7 @@ from gpushare.grading.lab_rules import (
     dig,
     find_object,
     objects_of,
+    show_field,
     show_yaml,
     where_cm,
 )
@@ -81,9 +82,7 @@ def test_1_4_shared_refuses_multi_slice_requests(lab):
     if value is not True:
         fail(
             expected="failRequestsGreaterThanOne: true",
-            found=T("absent")
-            if value is None
-            else f"failRequestsGreaterThanOne: {show_yaml(value)}",
+            found=T("absent") if value is None else show_field("failRequestsGreaterThanOne", value),
             where=where_cm("shared", ts.line_of("failRequestsGreaterThanOne")),
         )
 
@@ -102,7 +101,7 @@ def test_1_5_shared_time_slices_gpu_four_ways(lab):
     if first.get("name") != GPU or replicas != 4 or isinstance(replicas, bool):
         fail(
             expected=f"name: {GPU}, replicas: 4",
-            found=found,
+            found=T("quoted_value", text=found) if isinstance(replicas, str) else found,
             where=where_cm("shared", first.line),
         )
 

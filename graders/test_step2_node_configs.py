@@ -38,7 +38,9 @@ def _gpu_count_check(lab, name, want, derivation):
         fail(
             expected=T("gpu_count", value=want, derivation=derivation),
             found=", ".join(f"{f}={show_quantity(v)}" for f, v in found.items()),
-            where=T("node_status", node=name, fields=", ".join(wrong), resource=GPU),
+            where=T(
+                "node_status", node=name, fields=tuple(f"status.{f}" for f in wrong), resource=GPU
+            ),
         )
 
 

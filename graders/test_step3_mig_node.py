@@ -36,7 +36,12 @@ def test_3_2_mig_profile_advertised(lab):
         fail(
             expected=f"capacity={MIG_COUNT}, allocatable={MIG_COUNT}",
             found=", ".join(f"{f}={show_quantity(v)}" for f, v in found.items()),
-            where=T("node_status", node=MIG_NODE, fields=", ".join(wrong), resource=MIG_PROFILE),
+            where=T(
+                "node_status",
+                node=MIG_NODE,
+                fields=tuple(f"status.{f}" for f in wrong),
+                resource=MIG_PROFILE,
+            ),
         )
 
 
@@ -52,7 +57,12 @@ def test_3_3_mig_node_has_no_plain_gpu(lab):
         fail(
             expected=T("no_resource", resource=GPU),
             found=", ".join(f"{f}[{GPU}]={status[f][GPU]}" for f in has_gpu),
-            where=T("node_status", node=MIG_NODE, fields=", ".join(has_gpu), resource=GPU),
+            where=T(
+                "node_status",
+                node=MIG_NODE,
+                fields=tuple(f"status.{f}" for f in has_gpu),
+                resource=GPU,
+            ),
         )
     if not profiles:
         fail(
@@ -61,7 +71,7 @@ def test_3_3_mig_node_has_no_plain_gpu(lab):
             where=T(
                 "node_status",
                 node=MIG_NODE,
-                fields="capacity, allocatable",
+                fields=("status.capacity", "status.allocatable"),
                 resource=MIG_PREFIX + "*",
             ),
         )

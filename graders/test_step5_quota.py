@@ -89,9 +89,14 @@ def test_5_3_two_gpu_pods_fill_the_quota(lab):
     if len(gpu_pods) != 2 or len(singles) != 2 or len(scheduled) != 2:
         fail(
             expected=T("two_scheduled_gpu_pods"),
-            found=", ".join(
-                f"{n} ({GPU}={show_quantity(requested(p, GPU))}, "
-                f"{(p.get('spec') or {}).get('nodeName') or 'Pending'})"
+            found=tuple(
+                T(
+                    "pod_gpus_node",
+                    pod=n,
+                    resource=GPU,
+                    count=show_quantity(requested(p, GPU)),
+                    node=(p.get("spec") or {}).get("nodeName") or "Pending",
+                )
                 for n, p in sorted(gpu_pods.items())
             )
             or T("none"),

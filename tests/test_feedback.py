@@ -195,6 +195,22 @@ def test_feedback_is_in_the_learners_language(outcomes):
             assert not cjk.search(ours) and not hangul.search(ours), text
 
 
+def test_rendered_punctuation_follows_each_language(outcomes):
+    """The punctuation lint of tests/test_messages.py on every rendered failure too: values the
+    graders put together (a pod's request and node, a list of fields) are text as well."""
+    from tests.test_messages import CODE_SPANS, KO_SPACE_PAREN, ZH_HALF_WIDTH
+
+    rules = {"zh": [ZH_HALF_WIDTH], "ko": [KO_SPACE_PAREN, re.compile(";")], "en": []}
+    hits = {
+        (number, lang): (o.case, line)
+        for o, number, lang, text in _rendered(outcomes)
+        for line in _ours(text).splitlines()
+        for rule in rules[lang]
+        if rule.search(CODE_SPANS.sub(" ", line))
+    }
+    assert hits == {}
+
+
 def _fail_sites() -> set[tuple[str, int]]:
     sites = set()
     files = [

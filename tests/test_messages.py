@@ -104,3 +104,59 @@ def test_language_choice(monkeypatch):
     assert messages.resolve_lang("zh") == "zh"
     with pytest.raises(ValueError):
         messages.resolve_lang("fr")
+
+
+# --- punctuation lint (review 2, items 43 and 45) ------------------------------------------
+
+IDEOGRAPH = "\u4e00-\u9fff"
+# a half-width , : ; ( ) ! ? touching a Chinese character on either side, or ending a Chinese
+# word (the zh catalog writes ，：；（）！？ there; "status.capacity, allocatable" between Latin
+# words is not Chinese text and may keep its comma)
+ZH_HALF_WIDTH = re.compile(
+    rf"[{IDEOGRAPH}] ?[,:;()!?]|[,:;()!?] ?[{IDEOGRAPH}]|[{IDEOGRAPH}][,:;!?]"
+)
+# a space before an opening parenthesis right after a word ("매핑 (key: …)"): Korean writes
+# "매핑(key: …)"; after a sentence's end (". (…)") the space stays
+KO_SPACE_PAREN = re.compile(r"[\w})\]'\"…] \(")
+CODE_SPANS = re.compile(r"#!|`[^`]*`")  # a shebang, a command in backquotes
+
+
+def _catalog_strings(lang: str) -> dict[str, str]:
+    return {k: v for k, v in _flatten(messages.catalog(lang)).items() if isinstance(v, str)}
+
+
+def _lint(pattern: re.Pattern[str], lang: str) -> dict[str, str]:
+    hits = {}
+    for key, text in _catalog_strings(lang).items():
+        m = pattern.search(CODE_SPANS.sub(" ", text))
+        if m:
+            hits[key] = m.group()
+    return hits
+
+
+def test_zh_has_no_half_width_punctuation_in_chinese_text():
+    assert _lint(ZH_HALF_WIDTH, "zh") == {}
+
+
+def test_ko_has_no_space_before_a_parenthesis_and_no_semicolon():
+    assert _lint(KO_SPACE_PAREN, "ko") == {}
+    assert _lint(re.compile(r";"), "ko") == {}
+
+
+@pytest.mark.parametrize(
+    ("pattern", "text", "flagged"),
+    [
+        (ZH_HALF_WIDTH, "replicas：不小于 2 (整数)", True),
+        (ZH_HALF_WIDTH, "名字空间,节点", True),
+        (ZH_HALF_WIDTH, "实际: 不存在", True),
+        (ZH_HALF_WIDTH, "team-a-1 (nvidia.com/gpu=1, lab-node-1)，名字空间", False),
+        (ZH_HALF_WIDTH, "replicas 应为不小于 2 的整数（replicas: 4）", False),
+        (KO_SPACE_PAREN, "YAML 매핑 (key: value 형식의 줄)", True),
+        (KO_SPACE_PAREN, "모두 {value} ({derivation})", True),
+        (KO_SPACE_PAREN, "YAML 매핑(key: value 형식의 줄)", False),
+        (KO_SPACE_PAREN, "그런 GPU가 없습니다. (MIG 장치를 노출하는 것은)", False),
+    ],
+)
+def test_the_punctuation_lint_catches_what_the_review_found(pattern, text, flagged):
+    """The lint itself, proven both ways on the review's own examples."""
+    assert bool(pattern.search(text)) is flagged, text

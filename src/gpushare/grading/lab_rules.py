@@ -76,6 +76,13 @@ def show_yaml(value: Any, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def show_field(name: str, value: Any) -> str | T:
+    """``name: value`` as the learner wrote it; a value the plugin needs as a number or a
+    boolean but that was quoted into a string says so (``replicas: '4'``)."""
+    text = f"{name}: {show_yaml(value)}"
+    return T("quoted_value", text=text) if isinstance(value, str) else text
+
+
 def device_plugin_config(lab: LabState, key: str) -> LineDict:
     """The parsed device-plugin config stored under ``key``; fails the check otherwise."""
     cm = lab.configmap()
@@ -158,7 +165,7 @@ def config_format_problem(cfg: LineDict) -> tuple[Value, Value, int] | None:
                 found = (
                     T("no_key", key="replicas")
                     if replicas is None
-                    else f"replicas: {show_yaml(replicas)}"
+                    else show_field("replicas", replicas)
                 )
                 return T("replicas_at_least_two"), found, res.line_of("replicas")
     return None
