@@ -8,6 +8,7 @@ from gpushare.grading.lab_rules import (
     lab_node_labels,
     line_of,
     objects_of,
+    show_yaml,
 )
 from gpushare.grading.labstate import (
     GPU,
@@ -85,16 +86,19 @@ def _selection(pod, chosen):
         return T("selects_nodes", nodes=tuple(chosen))
     spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
     selector = spec.get("nodeSelector")
-    keys = {str(k) for k in selector} if isinstance(selector, dict) else set()
+    selector = selector if isinstance(selector, dict) else {}
+    keys = {str(k) for k in selector}
+    shown = [f"{k}={show_yaml(v)}" for k, v in selector.items()]  # what the learner wrote
     affinity = dig(spec, "affinity", "nodeAffinity", REQUIRED, "nodeSelectorTerms")
     for term in affinity if isinstance(affinity, list) else []:
         exprs = term.get("matchExpressions") if isinstance(term, dict) else None
         for e in exprs if isinstance(exprs, list) else []:
             if isinstance(e, dict):
                 keys.add(str(e.get("key")))
+                shown.append(f"{e.get('key')} {e.get('operator')} {show_yaml(e.get('values'))}")
     if HOSTNAME in keys:
         return T("selects_by_hostname", label=HOSTNAME)
-    return T("selects_no_lab_node")
+    return T("selects_no_lab_node", labels=tuple(str(s) for s in shown[:4]))
 
 
 @check("8.2", 4)

@@ -84,6 +84,33 @@ def test_the_same_term_everywhere(lang, name, term):
     assert missing == {}, f"{lang} does not say {term[lang]!r} for {name}"
 
 
+def test_the_decisions_of_the_second_review():
+    """shared/reviews/feedback-native-review-2.md settled these words; the glossary holds them
+    and the catalogs follow it (one gloss each, where the review put it)."""
+    terms = GLOSSARY["terms"]
+    assert terms["namespace"]["zh"] == "名字空间" and "命名空间" in terms["namespace"]["zh_banned"]
+    assert terms["memory"]["zh"] == "显存" and "内存" in terms["memory"]["zh_banned"]
+    assert terms["grader"]["zh"] == "评分器" and "评分程序" in terms["grader"]["zh_banned"]
+    assert terms["pod"]["ko"] == "파드" and terms["configmap"]["ko"] == "컨피그맵"
+    assert terms["time_slicing"]["zh"] == "time-slicing" and terms["slice"]["zh"] == "slice"
+    assert terms["node_constraint"]["zh"] == "节点选择条件"
+    zh, ko = _strings("zh"), _strings("ko")
+    glossed = {
+        "名字空间（namespace）": ("zh", "checks.1.1.title"),
+        "time-slicing（时间片）": ("zh", "checks.1.4.hint"),
+        "할당 가능한 자리(슬롯)": ("ko", "checks.2.3.hint"),
+    }
+    for gloss, (lang, key) in glossed.items():
+        where = [k for k, v in (zh if lang == "zh" else ko).items() if gloss in v]
+        assert where == [key], gloss
+    # the particle: a node advertises in capacity and allocatable (…에), not with them (…로)
+    for number in ("2.3", "2.4", "3.2"):
+        assert "capacity와 allocatable에 " in ko[f"checks.{number}.title"], number
+    assert re.search(terms["advertise"]["ko_banned"][-1], "capacity와 allocatable로 GPU를 알림")
+    # ConfigMap in ko only as a YAML kind, never in prose
+    assert not any("ConfigMap" in _prose(v) for v in ko.values())
+
+
 def test_zh_punctuation_is_full_width():
     """Chinese labels end in "：" and lists use "；"; no ASCII colon right after Chinese."""
     zh = _strings("zh")
