@@ -105,7 +105,8 @@ def test_a_class_of_three_with_a_corrupt_snapshot(graded, snapshots, tmp_path):
     assert results["tests"][0]["output"].startswith("Not graded: the snapshot cannot be read")
     # an instructor (or learner) of another language reads the sort of reason in theirs
     zh = report.render(gradebook.load_rows(out), gradebook.catalog(), "zh", seed=0)
-    assert "快照无法读取" in zh and "corrupt or truncated" in zh
+    assert "快照无法读取：已损坏或被截断（" in zh
+    assert "corrupt or truncated" not in zh  # the reason too is said in the report's language
     assert all("score" not in t for t in results["tests"])
     assert 'errors="33"' in (out / "cy" / "junit.xml").read_text()
     # bob's latest snapshot is the one graded
@@ -172,9 +173,7 @@ def test_a_grade_past_its_time_limit_is_an_error_row_and_the_others_go_on(
     results = json.loads((out / "eve" / "results.json").read_text())
     assert results["extra_data"]["timed_out"] is True
     assert "time limit" in results["extra_data"]["could_not_grade"]
-    assert "eve: error: grading it took longer than its time limit (the time limit struck" in (
-        proc.stdout
-    )
+    assert "eve: error: the time limit struck after" in (proc.stdout)
     before = read_csv(graded[0] / "grades.csv")  # ada as the class of three graded her
     assert before[0]["learner"] == "ada" and rows["ada"] == before[0]
     # nothing of eve's script outlives the grade (its worker retired; the runs ended with it)
@@ -406,6 +405,68 @@ def test_an_error_row_says_its_sort_of_reason_in_the_report_language():
             "ann", {"extra_data": {**extra, "could_not_grade_kind": kind}}
         )
 
-    assert report.reason_said(row("altered"), "ko").startswith("스냅샷이 생성된 뒤에 변경됨 (")
+    assert report.reason_said(row("altered"), "ko").startswith("스냅샷이 생성된 뒤에 변경됨(")
     assert report.reason_said(row("altered"), "zh").startswith("快照在生成之后被修改过（x.gpushare")
     assert report.reason_said(row("someday"), "zh") == "x.gpushare.tgz was altered after capture"
+
+
+def test_an_error_row_says_its_whole_reason_in_each_language(tmp_path):
+    """Review 2: the reasons of a submission that could not be graded were English in zh and ko.
+    The reason travels as a translatable value in results.json: the learner reads it in their
+    language, and a report in another language says it in its own."""
+    from gpushare.classroom import batch
+    from gpushare.reports.messages import T
+
+    checks = [gradebook.CheckInfo("1.1", 1, 2)]
+    made = gradebook.error_results(
+        tmp_path / "ann.gpushare.tgz",
+        "/x/ann.gpushare.tgz was altered after capture (sha256 mismatch: work/k8s/a.yaml)",
+        "cluster",
+        lang="zh",
+        seed=1,
+        checks=checks,
+        why="altered",
+        detail=T("snapshot_altered", members=("work/k8s/a.yaml",)),
+    ).as_json()
+    said = "快照在生成之后被修改过（sha256 不一致：work/k8s/a.yaml）"
+    assert made["tests"][0]["output"] == f"未评分：{said}"
+    assert made["output"].startswith(f"无法评分：{said}。这不是分数：")
+    row = gradebook.row_from_results("ann", made)
+    assert report.reason_said(row, "zh") == said
+    assert (
+        report.reason_said(row, "ko")
+        == "스냅샷이 생성된 뒤에 변경됨(sha256 불일치: work/k8s/a.yaml)"
+    )
+    assert report.reason_said(row, "en") == (
+        "the snapshot was changed after it was captured (sha256 mismatch: work/k8s/a.yaml)"
+    )
+    # a worker that gave no result, as the pool says it
+    hung = batch._ended_detail(pool.HUNG, "the grade ran past the hard limit of 75 s", 75.0)
+    killed = batch._ended_detail(pool.DIED, "the grading process was killed (SIGKILL)", 75.0)
+    ended = batch._ended_detail(
+        pool.DIED, "the grading process ended unexpectedly (exit status 3)", 75.0
+    )
+    from gpushare.reports.messages import render_value
+
+    assert render_value(hung, "zh") == "评分超过了 75 秒的硬性上限"
+    assert render_value(hung, "en") == "grading took longer than its hard limit of 75 s"
+    assert render_value(killed, "ko") == "채점 프로세스가 강제 종료됨(SIGKILL)"
+    assert render_value(ended, "en") == "the process grading it ended unexpectedly (exit status 3)"
+
+
+def test_a_damaged_snapshot_says_why_in_each_language(tmp_path):
+    """A real SnapshotError from a file that is not a snapshot: the technical English message
+    for the command line, the same reason without the path for everyone else."""
+    from gpushare.reports.messages import render_value
+    from gpushare.submissions import snapshot
+
+    bad = tmp_path / "bob.gpushare.tgz"
+    bad.write_bytes(b"\x1f\x8b\x08\x00 not really gzip")
+    with pytest.raises(snapshot.SnapshotError) as caught:
+        snapshot.load(bad, tmp_path / "scratch")
+    assert "corrupt or truncated" in str(caught.value) and str(bad) in str(caught.value)
+    zh = render_value(caught.value.detail, "zh")
+    assert zh.startswith("快照无法读取：已损坏或被截断（") and str(tmp_path) not in zh
+    assert render_value(caught.value.detail, "ko").startswith(
+        "스냅샷을 읽을 수 없음: 손상되었거나 잘림("
+    )

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -30,12 +31,25 @@ from gpushare.classroom.gradebook import CheckInfo, Row
 from gpushare.classroom.inputs import InputError
 from gpushare.classroom.progress import Progress
 from gpushare.classroom.texts import text
+from gpushare.reports.messages import T
 
 DEFAULT_TIMEOUT = 60.0
 # What a class (or shard) folder was graded with, for ``class merge``: the ``--seed`` above all,
 # which no results.json holds (each holds its submission's seed, derived from it).
 CLASS_FILE = "class.json"
 _GRACE = 15.0  # past --timeout, the worker is killed: the soft limit writes partial results first
+
+
+def _ended_detail(ended: str, why: str, limit: float) -> T:
+    """What :func:`pool.run` said of a worker that gave no result, as a translatable value:
+    past the hard limit, killed by a signal, or ended with an exit status."""
+    if ended == pool.HUNG:
+        return T("grade_hung", limit=f"{limit:g}")
+    killed = re.search(r"killed \(([^)]+)\)", why)
+    if killed:
+        return T("grade_killed", signal=killed[1])
+    status = re.search(r"exit status (\S+)\)", why)
+    return T("grade_exited", status=status[1] if status else why[:100])
 
 
 @dataclass
@@ -148,6 +162,7 @@ def grade_class(
             seed=task.seed,
             checks=checks,
             why="timeout" if ended == pool.HUNG else "died",
+            detail=_ended_detail(ended, why, timeout + _GRACE),
         )
         row = gradebook.row_from_results(folders[index], results)
         rows.append(row)

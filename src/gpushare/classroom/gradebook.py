@@ -75,6 +75,7 @@ class Row:
     lang: str = ""  # of the feedback
     digest: str = ""  # the snapshot's content hash, when it was graded (the seed derives from it)
     why: str = ""  # the sort of reason of an error row (classroom.texts ``why_*``), or ""
+    detail: Any = None  # the reason as a translatable value (messages.T), when it has one
 
     def step_scores(self) -> dict[int, int | None]:
         """step -> points, None when a check of the step was not judged."""
@@ -145,7 +146,16 @@ def row_from_results(folder: str, results: dict[str, Any]) -> Row:
         lang=str(extra.get("lang") or ""),
         digest=str(graded.get("snapshot_sha256") or ""),
         why=_why(extra) if status == "error" else "",
+        detail=_detail(extra) if status == "error" else None,
     )
+
+
+def _detail(extra: dict[str, Any]) -> Any:
+    """The reason of an error row as a translatable value, or None (an older results.json)."""
+    from gpushare.reports.messages import from_data
+
+    data = extra.get("could_not_grade_detail")
+    return from_data(data) if isinstance(data, dict) else None
 
 
 def _why(extra: dict[str, Any]) -> str:
@@ -166,19 +176,24 @@ def error_results(
     seed: int | None,
     checks: list[CheckInfo],
     why: str = "",
+    detail: Any = None,
 ) -> Any:
     """A :class:`~gpushare.reports.results.Report` for a submission that could not be graded: every
     check an error of ``kind`` ("cluster" for a bad snapshot, "timeout", "grader") saying why,
     no score. Written with the same writers as a grade, so an LMS reads it the same way.
 
     ``why`` sorts ``reason`` (a bad snapshot's :attr:`SnapshotError.kind`, ``timeout``,
-    ``died``): the learner reads it in their language, the technical reason after it."""
+    ``died``); ``detail`` is ``reason`` as a translatable value, which the learner reads in
+    their language (else the sort in their language and the English ``reason`` after it)."""
     from gpushare.classroom.texts import text as word
     from gpushare.reports import messages, results
 
-    said = reason[:300]
-    if why:
-        said = word("why_said", lang, why=word(f"why_{why}", lang), reason=said)
+    if detail is not None:
+        said = messages.render_value(detail, lang)
+    else:
+        said = reason[:300]
+        if why:
+            said = word("why_said", lang, why=word(f"why_{why}", lang), reason=said)
     text = word("not_graded", lang, reason=said)
     cells = [
         results.CheckResult(
@@ -204,6 +219,7 @@ def error_results(
         cluster={"snapshot": str(snapshot)},
         could_not_grade=reason[:500] or "could not grade",
         could_not_grade_kind=why or None,
+        could_not_grade_detail=detail,
     )
 
 
@@ -217,11 +233,14 @@ def write_error(
     seed: int | None,
     checks: list[CheckInfo],
     why: str = "",
+    detail: Any = None,
 ) -> dict[str, Any]:
     """Write results.json and junit.xml of an ungradable submission; return the JSON."""
     from gpushare.reports import junit
 
-    report = error_results(snapshot, reason, kind, lang=lang, seed=seed, checks=checks, why=why)
+    report = error_results(
+        snapshot, reason, kind, lang=lang, seed=seed, checks=checks, why=why, detail=detail
+    )
     report.write_json(folder / "results.json")
     junit.write(
         report,

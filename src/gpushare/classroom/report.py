@@ -345,8 +345,11 @@ def _errors(t: _Words, errors: list[Row]) -> str:
 
 
 def reason_said(row: Row, lang: str) -> str:
-    """Why an error row has no grade: its sort in ``lang``, then the technical reason (English),
-    without the snapshot's long path."""
+    """Why an error row has no grade, in ``lang``: the reason the row kept as a translatable
+    value; for a row without one (an older results.json), its sort in ``lang`` and then the
+    technical reason (English), without the snapshot's long path."""
+    if row.detail is not None:
+        return _short(messages.render_value(row.detail, lang))
     if row.why:
         return text("why_said", lang, why=text(f"why_{row.why}", lang), reason=_short(row.reason))
     return _short(row.reason)

@@ -26,8 +26,9 @@ _TEXTS: dict[str, dict[str, str]] = {
         "pass_rate": "pass rate",
         "step": "Step {n}",
         "failures": "Most common failure reasons per check",
-        "failures_note": "Reasons are the first line of the feedback learners read; a check "
-        "whose reasons are many and scattered may be unclear in the lab text.",
+        "failures_note": "A reason is the problem the learner's feedback names, or else what "
+        "it says was found (the expected value is the same for everyone); a check whose reasons "
+        "are many and scattered may be unclear in the lab text.",
         "check": "Check",
         "reason": "Reason",
         "count": "Count",
@@ -84,8 +85,8 @@ _TEXTS: dict[str, dict[str, str]] = {
         "pass_rate": "通过率",
         "step": "步骤 {n}",
         "failures": "各检查项最常见的失败原因",
-        "failures_note": "原因取自学员看到的反馈的第一行；原因多而分散的检查项，"
-        "可能说明实验说明不够清楚。",
+        "failures_note": "原因取自学员看到的反馈中指出的问题，没有问题描述时取“实际”一行"
+        "（“预期”对所有人都相同）；原因多而分散的检查项，可能说明实验说明不够清楚。",
         "check": "检查项",
         "reason": "原因",
         "count": "次数",
@@ -141,8 +142,9 @@ _TEXTS: dict[str, dict[str, str]] = {
         "pass_rate": "통과율",
         "step": "{n}단계",
         "failures": "검사 항목별 가장 흔한 실패 원인",
-        "failures_note": "원인은 학습자가 읽는 피드백의 첫 줄입니다. 원인이 많고 흩어져 있는 "
-        "검사 항목은 실습 설명이 불분명할 수 있습니다.",
+        "failures_note": "원인은 학습자가 읽는 피드백이 지적한 문제이며, 문제가 따로 없으면 "
+        "'실제값' 줄입니다('기대값'은 모두에게 같습니다). 원인이 많고 흩어져 있는 검사 항목은 "
+        "실습 설명이 불분명할 수 있습니다.",
         "check": "검사 항목",
         "reason": "원인",
         "count": "횟수",
@@ -155,7 +157,7 @@ _TEXTS: dict[str, dict[str, str]] = {
         "after": "이후",
         "change": "변화",
         "flipped": "결과가 바뀐 검사 항목",
-        "no_changes": "점수 변화도, 결과가 바뀐 검사 항목도 없습니다 ({n}개 제출물 비교).",
+        "no_changes": "점수 변화도, 결과가 바뀐 검사 항목도 없습니다({n}개 제출물 비교).",
         "new": "신규",
         "gone": "이번에 채점되지 않음",
         "not_graded_title": "채점 불가",
@@ -167,11 +169,11 @@ _TEXTS: dict[str, dict[str, str]] = {
         "failed": "실패",
         "error": "오류",
         "not_graded": "채점되지 않음: {reason}",
-        "why_said": "{why} ({reason})",
-        "why_unreadable": "스냅샷을 읽을 수 없음 (손상됨, 잘림, 또는 스냅샷이 아님)",
+        "why_said": "{why}({reason})",
+        "why_unreadable": "스냅샷을 읽을 수 없음(손상됨, 잘림, 또는 스냅샷이 아님)",
         "why_altered": "스냅샷이 생성된 뒤에 변경됨",
         "why_format": "이 버전의 gpushare가 읽을 수 없는 스냅샷 형식",
-        "why_refused": "풀지 않는 내용이 들어 있음 (외부를 가리키는 경로, 장치 파일, "
+        "why_refused": "풀지 않는 내용이 들어 있음(외부를 가리키는 경로, 장치 파일, "
         "또는 너무 많은 데이터)",
         "why_timeout": "채점이 시간 제한을 넘김",
         "why_died": "채점 프로세스가 결과 없이 종료됨",
@@ -179,7 +181,7 @@ _TEXTS: dict[str, dict[str, str]] = {
         "summary": "제출물 {n}개: {graded}개 채점됨, {errors}개 채점 불가",
         "stats": "평균 {mean}, 중앙값 {median}, 최저 {low}, 최고 {high}",
         "changed": "{previous} 대비 {n}개 변경",
-        "unchanged": "{previous} 대비 변경 없음 ({n}개 비교)",
+        "unchanged": "{previous} 대비 변경 없음({n}개 비교)",
     },
 }
 

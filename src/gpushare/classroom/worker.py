@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from gpushare.classroom import gradebook
+from gpushare.reports.messages import T
 
 
 @dataclass(frozen=True)
@@ -79,11 +80,12 @@ def grade_one(task: Task) -> tuple[dict[str, Any], bool]:
         results = json.loads((task.folder / "results.json").read_text(encoding="utf-8"))
         retire = bool(outcome.report.timed_out) or threading.active_count() > 1
     except SnapshotError as exc:
-        results = _error(task, str(exc), "cluster", why=exc.kind)
+        results = _error(task, str(exc), "cluster", why=exc.kind, detail=exc.detail)
     except (OptionError, GradeError) as exc:
         results = _error(task, str(exc), "cluster")
     except Exception as exc:  # a bug of ours: this submission's row says so, the class goes on
-        results = _error(task, f"{type(exc).__name__}: {exc}", "grader")
+        error = f"{type(exc).__name__}: {exc}"
+        results = _error(task, error, "grader", detail=T("grade_crashed", error=error[:300]))
         retire = True
     c1 = os.times()
     return {
@@ -95,7 +97,9 @@ def grade_one(task: Task) -> tuple[dict[str, Any], bool]:
     }, retire
 
 
-def _error(task: Task, reason: str, kind: str, why: str = "") -> dict[str, Any]:
+def _error(
+    task: Task, reason: str, kind: str, why: str = "", detail: T | None = None
+) -> dict[str, Any]:
     reason = reason.removeprefix("gpushare: ")
     return gradebook.write_error(
         task.folder,
@@ -106,4 +110,5 @@ def _error(task: Task, reason: str, kind: str, why: str = "") -> dict[str, Any]:
         seed=task.seed,
         checks=list(task.checks),
         why=why,
+        detail=detail,
     )

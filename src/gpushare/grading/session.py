@@ -72,6 +72,7 @@ class GradeSession:
         self.snapshot = snapshot
         self.unsafe_no_sandbox = unsafe_no_sandbox
         self.could_not_grade: str | None = None  # why, when the cluster could not be read
+        self.could_not_grade_detail: T | None = None  # the same, in the learner's language
         self.timed_out = False  # the deadline struck: finished checks keep their results
         self.sealed = False
         self.state: Any = None
@@ -236,6 +237,9 @@ class GradeSession:
         if isinstance(exc, ClusterUnreadable):
             if self.could_not_grade is None:
                 self.could_not_grade = str(exc)[:500]
+                self.could_not_grade_detail = T(
+                    "could_not_read", what=exc.what[:200], error=exc.reason[:300]
+                )
             return messages.render_failure(
                 number, CheckFailed(problem=T("api_error", error=str(exc)[:300])), self.lang
             ), "cluster"
@@ -252,6 +256,11 @@ class GradeSession:
         self.timed_out = True
         self.could_not_grade = (
             f"the time limit struck after {seconds}s, while check {running or '-'} was running"
+        )
+        self.could_not_grade_detail = (
+            T("time_limit_during", seconds=seconds, check=running)
+            if running
+            else T("time_limit", seconds=seconds)
         )
         for meta, nodeid in zip(metas, nodeids, strict=True):
             if meta["number"] in self.results:
@@ -312,5 +321,6 @@ class GradeSession:
             server=self.server,
             cluster=self.graded(),
             could_not_grade=self.could_not_grade,
+            could_not_grade_detail=self.could_not_grade_detail,
             timed_out=self.timed_out,
         )

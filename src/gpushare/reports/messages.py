@@ -146,3 +146,24 @@ def render_failure(number: str, failure: CheckFailed, lang: str) -> str:
 def render_error(number: str, exc: BaseException, lang: str) -> str:
     """Feedback for a grader that raised unexpectedly: the learner loses nothing silently."""
     return render_value(T("grader_error", error=f"{type(exc).__name__}: {exc}"[:300]), lang)
+
+
+def to_data(value: Any) -> Any:
+    """A translatable value as JSON data (``{"key": ..., "params": {...}}``), so a reason kept in
+    a results.json can be said again later in another language (a class report's)."""
+    if isinstance(value, T):
+        return {"key": value.key, "params": {k: to_data(v) for k, v in value.params.items()}}
+    if isinstance(value, tuple | list):
+        return [to_data(v) for v in value]
+    return value if isinstance(value, str | int | float) or value is None else str(value)
+
+
+def from_data(data: Any) -> Any:
+    """The inverse of :func:`to_data`; anything else read back (a file is a stranger's) is text,
+    and a key no catalog knows shows as itself rather than failing a report."""
+    if isinstance(data, dict) and isinstance(data.get("key"), str):
+        params = data.get("params") if isinstance(data.get("params"), dict) else {}
+        return T(data["key"], **{str(k): from_data(v) for k, v in params.items()})
+    if isinstance(data, list):
+        return tuple(from_data(v) for v in data)
+    return data if isinstance(data, str | int | float) or data is None else str(data)

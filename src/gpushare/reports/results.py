@@ -81,6 +81,8 @@ class Report:
     cluster: dict[str, str] | None = None  # what was graded: kubeconfig, context, server...
     could_not_grade: str | None = None  # why the cluster could not be read (voids the grade)
     could_not_grade_kind: str | None = None  # a class's sort of reason (e.g. a bad snapshot's)
+    # the same reason as a translatable value (messages.T), said in the learner's language
+    could_not_grade_detail: Any = None
     timed_out: bool = False  # the deadline struck: finished checks keep their results
     policy: str | None = None
 
@@ -147,8 +149,18 @@ class Report:
             out[c.step] = (s + c.score, m + c.max_score, ok and c.passed)
         return out
 
+    def reason_said(self, lang: str | None = None) -> str:
+        """Why the grade is void or incomplete, in ``lang`` (the report's own by default)."""
+        from gpushare.reports import messages
+
+        if self.could_not_grade_detail is not None:
+            return messages.render_value(self.could_not_grade_detail, lang or self.lang)
+        return self.could_not_grade or ""
+
     def metadata(self) -> dict[str, Any]:
         """What a regrade needs: tool and lab versions, the seed, the language."""
+        from gpushare.reports import messages
+
         return {
             "tool": "gpushare",
             "tool_version": __version__,
@@ -165,6 +177,11 @@ class Report:
             "complete": self.complete,
             "could_not_grade": self.could_not_grade,
             **({"could_not_grade_kind": k} if (k := self.could_not_grade_kind) else {}),
+            **(
+                {"could_not_grade_detail": messages.to_data(d)}
+                if (d := self.could_not_grade_detail) is not None
+                else {}
+            ),
             "timed_out": self.timed_out,
             "policy": self.policy,
         }
@@ -203,6 +220,9 @@ class Report:
         """Gradescope's results.json. A grade that could not be taken carries no ``score``
         (nor do its tests): an LMS must not record the checks that could not read as zeros.
         """
+        from gpushare.reports import messages
+        from gpushare.reports.messages import T
+
         verdict = self.verdict()
         out: dict[str, Any] = {
             "score": self.score,
@@ -215,17 +235,16 @@ class Report:
             "extra_data": self.metadata(),
         }
         if self.timed_out:  # finished checks keep their scores: a partial grade, marked so
-            out["output"] = (
-                f"Incomplete: {self.could_not_grade}. The checks that finished are scored; "
-                f"the others are errors. So far: {self.figures()}"
+            out["output"] = messages.render_value(
+                T("report_incomplete", reason=self.reason_said(), figures=self.figures()),
+                self.lang,
             )
         elif not self.complete:
             del out["score"]
             for test in out["tests"]:
                 del test["score"]
-            out["output"] = (
-                f"Could not grade: {self.could_not_grade}. This is not a score: the grader could "
-                "not read the cluster. Nothing was judged; grade again once it can."
+            out["output"] = messages.render_value(
+                T("report_not_graded", reason=self.reason_said()), self.lang
             )
         return out
 

@@ -38,6 +38,7 @@ from typing import Any
 
 from gpushare import __version__
 from gpushare.lab import versions
+from gpushare.reports.messages import T
 from gpushare.submissions.workdir import MAX_BYTES, link_outside
 
 FORMAT = 1
@@ -56,14 +57,16 @@ class SnapshotError(Exception):
     learner's results): ``unreadable`` (damaged, cut short, not a snapshot at all),
     ``altered`` (changed after capture), ``format`` (made by a gpushare this one cannot read)
     or ``refused`` (holds what is never unpacked: a path leading out, a device, too much).
-    The message itself stays technical, in English.
+    The message itself stays technical, in English (a one-line error of the command line);
+    ``detail`` says the same without the snapshot's path, as a translatable value.
     """
 
     KINDS = ("unreadable", "altered", "format", "refused")
 
-    def __init__(self, message: str, kind: str = "unreadable") -> None:
+    def __init__(self, message: str, kind: str = "unreadable", detail: T | None = None) -> None:
         super().__init__(message)
         self.kind = kind if kind in self.KINDS else "unreadable"
+        self.detail = detail
 
 
 @dataclass
@@ -278,10 +281,16 @@ def load(path: Path, scratch: Path) -> Snapshot:
     try:
         size = path.stat().st_size
     except OSError as exc:
-        raise SnapshotError(f"cannot read snapshot {path}: {exc.strerror or exc}") from None
+        error = str(exc.strerror or exc)
+        raise SnapshotError(
+            f"cannot read snapshot {path}: {error}",
+            detail=T("snapshot_unreadable_file", error=error),
+        ) from None
     if size > MAX_ARCHIVE:
         raise SnapshotError(
-            f"{path} is {size} bytes, over the {MAX_ARCHIVE} a snapshot may be", "refused"
+            f"{path} is {size} bytes, over the {MAX_ARCHIVE} a snapshot may be",
+            "refused",
+            T("snapshot_too_large", size=size, limit=MAX_ARCHIVE),
         )
     try:
         return _load(path, scratch)
@@ -289,7 +298,8 @@ def load(path: Path, scratch: Path) -> Snapshot:
         raise
     except (tarfile.TarError, EOFError, zlib.error, OSError, UnicodeDecodeError) as exc:
         raise SnapshotError(
-            f"{path} is not a readable snapshot (corrupt or truncated: {exc})"
+            f"{path} is not a readable snapshot (corrupt or truncated: {exc})",
+            detail=T("snapshot_corrupt", error=str(exc)[:200]),
         ) from None
 
 
@@ -303,25 +313,42 @@ def _load(path: Path, scratch: Path) -> Snapshot:
     with tarfile.open(path, "r:gz") as tar:
         for count, ti in enumerate(_members(tar)):
             if count >= MAX_MEMBERS:
-                raise SnapshotError(f"{path} has over {MAX_MEMBERS} members", "refused")
+                raise SnapshotError(
+                    f"{path} has over {MAX_MEMBERS} members",
+                    "refused",
+                    T("snapshot_too_many_members", limit=MAX_MEMBERS),
+                )
             unpacked += ti.size
             if unpacked > MAX_UNPACKED:
-                raise SnapshotError(f"{path} unpacks to over {MAX_UNPACKED} bytes", "refused")
+                raise SnapshotError(
+                    f"{path} unpacks to over {MAX_UNPACKED} bytes",
+                    "refused",
+                    T("snapshot_unpacks_too_much", limit=MAX_UNPACKED),
+                )
             if count == 0:
                 if ti.name != "manifest.json" or not ti.isreg() or ti.size > MAX_BYTES:
-                    raise SnapshotError(f"{path} does not start with a manifest")
+                    raise SnapshotError(
+                        f"{path} does not start with a manifest", detail=T("snapshot_no_manifest")
+                    )
                 manifest = _manifest(path, _read(tar, ti))
                 continue
             if ti.name == "cluster.json" and ti.isreg() and cluster_raw is None:
                 if ti.size > MAX_CLUSTER_JSON:
-                    raise SnapshotError(f"{path}: cluster.json is too large", "refused")
+                    raise SnapshotError(
+                        f"{path}: cluster.json is too large",
+                        "refused",
+                        T("snapshot_cluster_too_large"),
+                    )
                 cluster_raw = _read(tar, ti)
                 digests[ti.name] = hashlib.sha256(cluster_raw).hexdigest()
                 continue
             data = _unpack(path, tar, ti, scratch)
             digests[ti.name] = _member_digest(ti, data)
     if manifest is None or cluster_raw is None:
-        raise SnapshotError(f"{path} is incomplete (no manifest or no cluster answers)")
+        raise SnapshotError(
+            f"{path} is incomplete (no manifest or no cluster answers)",
+            detail=T("snapshot_incomplete"),
+        )
     expected = manifest.get("members") or {}
     if digests != expected or _whole(digests) != manifest.get("sha256"):
         names = set(digests) | set(expected)
@@ -329,11 +356,15 @@ def _load(path: Path, scratch: Path) -> Snapshot:
         raise SnapshotError(
             f"{path} was altered after capture (sha256 mismatch: {', '.join(changed[:5])})",
             "altered",
+            T("snapshot_altered", members=tuple(changed[:5])),
         )
     try:
         cluster = json.loads(cluster_raw)
     except ValueError as exc:
-        raise SnapshotError(f"{path}: cluster.json is not JSON ({exc})") from None
+        raise SnapshotError(
+            f"{path}: cluster.json is not JSON ({exc})",
+            detail=T("snapshot_cluster_not_json", error=str(exc)[:200]),
+        ) from None
     return Snapshot(path, manifest, cluster, work)
 
 
@@ -349,10 +380,16 @@ def _members(tar: tarfile.TarFile):  # type: ignore[no-untyped-def]
 def _read(tar: tarfile.TarFile, ti: tarfile.TarInfo) -> bytes:
     fh = tar.extractfile(ti)
     if fh is None:
-        raise SnapshotError(f"member {ti.name} has no content")
+        raise SnapshotError(
+            f"member {ti.name} has no content",
+            detail=T("snapshot_member_empty", member=ti.name[:200]),
+        )
     data = fh.read(ti.size + 1)
     if len(data) != ti.size:
-        raise SnapshotError(f"member {ti.name} is truncated")
+        raise SnapshotError(
+            f"member {ti.name} is truncated",
+            detail=T("snapshot_member_truncated", member=ti.name[:200]),
+        )
     return data
 
 
@@ -360,18 +397,32 @@ def _manifest(path: Path, raw: bytes) -> dict[str, Any]:
     try:
         manifest = json.loads(raw)
     except ValueError:
-        raise SnapshotError(f"{path}: the manifest is not JSON", "format") from None
+        raise SnapshotError(
+            f"{path}: the manifest is not JSON", "format", T("snapshot_manifest_not_json")
+        ) from None
     if not isinstance(manifest, dict):
-        raise SnapshotError(f"{path}: the manifest is not an object", "format")
+        raise SnapshotError(
+            f"{path}: the manifest is not an object", "format", T("snapshot_manifest_not_object")
+        )
     if manifest.get("format") != FORMAT:
         raise SnapshotError(
             f"{path} has snapshot format {manifest.get('format')!r}; this gpushare reads "
             f"format {FORMAT} (gpushare {__version__})",
             "format",
+            T(
+                "snapshot_format",
+                found=str(manifest.get("format"))[:40],
+                format=FORMAT,
+                version=__version__,
+            ),
         )
     for key in ("learner", "captured_at", "members", "sha256", "cluster"):
         if key not in manifest:
-            raise SnapshotError(f"{path}: the manifest has no {key}", "format")
+            raise SnapshotError(
+                f"{path}: the manifest has no {key}",
+                "format",
+                T("snapshot_manifest_missing", key=key),
+            )
     return manifest
 
 
@@ -379,29 +430,51 @@ def _unpack(path: Path, tar: tarfile.TarFile, ti: tarfile.TarInfo, scratch: Path
     """Write one ``work/`` member under ``scratch``; refuse anything that could leave it."""
     name = ti.name
     if not name.startswith("work/") or name in _FIXED:
-        raise SnapshotError(f"{path}: unexpected member {name!r}", "refused")
+        raise SnapshotError(
+            f"{path}: unexpected member {name!r}",
+            "refused",
+            T("snapshot_unexpected_member", member=name[:200]),
+        )
     if not (ti.isreg() or ti.isdir() or ti.issym()):
-        raise SnapshotError(f"{path}: member {name!r} is a device, FIFO or hard link", "refused")
+        raise SnapshotError(
+            f"{path}: member {name!r} is a device, FIFO or hard link",
+            "refused",
+            T("snapshot_special_member", member=name[:200]),
+        )
     if ".." in name.split("/"):
-        raise SnapshotError(f"{path}: hostile member refused ({name!r} climbs out)", "refused")
+        raise SnapshotError(
+            f"{path}: hostile member refused ({name!r} climbs out)",
+            "refused",
+            T("snapshot_climbs_out", member=name[:200]),
+        )
     data_filter = getattr(tarfile, "data_filter", None)  # Python 3.11.4+: a second opinion
     if data_filter is not None:
         try:
             data_filter(ti, str(scratch))
         except tarfile.FilterError as exc:
-            raise SnapshotError(f"{path}: hostile member refused ({exc})", "refused") from None
+            raise SnapshotError(
+                f"{path}: hostile member refused ({exc})",
+                "refused",
+                T("snapshot_hostile", error=str(exc)[:200]),
+            ) from None
     dest = os.path.join(scratch, name)
     os.makedirs(os.path.dirname(dest), mode=0o755, exist_ok=True)  # a folder left out
     parent = os.path.realpath(os.path.dirname(dest))
     root = os.path.realpath(scratch / "work")
     if not (parent == root or parent.startswith(root + os.sep)):
         raise SnapshotError(
-            f"{path}: member {name!r} would be written outside the work dir", "refused"
+            f"{path}: member {name!r} would be written outside the work dir",
+            "refused",
+            T("snapshot_outside", member=name[:200]),
         )
     if ti.issym():
         target = os.path.realpath(os.path.join(os.path.dirname(dest), ti.linkname))
         if not (target == root or target.startswith(root + os.sep)):
-            raise SnapshotError(f"{path}: link {name!r} points out of the work dir", "refused")
+            raise SnapshotError(
+                f"{path}: link {name!r} points out of the work dir",
+                "refused",
+                T("snapshot_link_outside", member=name[:200]),
+            )
         os.symlink(ti.linkname, dest)
         return b""
     if ti.isdir():
