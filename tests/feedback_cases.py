@@ -890,7 +890,126 @@ def book(out: Path, data: dict[str, Any] | None = None) -> Path:
             body.append(f"- {number}: GRADER ERROR\n\n```text\n{error}\n```")
         body.append("")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("\n".join(lines + titles + body) + "\n", encoding="utf-8")
+    out.write_text("\n".join(lines + titles + body + class_pages()) + "\n", encoding="utf-8")
+    return out
+
+
+# --- the instructor's pages and the reasons a grade could not be taken ----------------------
+
+# Reasons a submission could not be graded (or not to the end): the catalog keys a grade or a
+# class grade says them with, and a value for each placeholder, as a real run fills it in.
+NOT_GRADED = (
+    "could_not_read",
+    "time_limit",
+    "time_limit_during",
+    "grade_hung",
+    "grade_killed",
+    "grade_exited",
+    "grade_crashed",
+)
+
+
+def _samples() -> dict[str, Any]:
+    from gpushare import __version__
+    from gpushare.submissions import snapshot
+
+    return {
+        "error": "unexpected end of data",
+        "size": snapshot.MAX_ARCHIVE + 1,
+        "limit": snapshot.MAX_ARCHIVE,
+        "members": ("work/k8s/gpu-quota.yaml", "cluster.json"),
+        "member": "work/../../etc/passwd",
+        "found": "2",
+        "format": snapshot.FORMAT,
+        "version": __version__,
+        "key": "sha256",
+        "seconds": 60.0,
+        "check": "6.5",
+        "signal": "SIGKILL",
+        "status": 1,
+        "what": "nodes (GET /api/v1/nodes)",
+        "figures": "42/100",
+        "n": 3,
+        "failed": 2,
+        "judged": 30,
+        "graded": 28,
+        "errors": 2,
+        "previous": "class-2026-11-30",
+        "seed": 7,
+        "mean": "71.5",
+        "median": "74",
+        "low": 12,
+        "high": 100,
+        "why": "…",
+        "reason": "…",
+    }
+
+
+def _filled(template: str, samples: dict[str, Any], lang: str) -> dict[str, Any]:
+    return {
+        name: messages.render_value(samples.get(name, "…"), lang)
+        for name in messages.placeholders(template)
+    }
+
+
+def class_pages() -> list[str]:
+    """The class report's words and every reason a grade could not be taken, in zh, ko and en,
+    as the instructor's page and the learner's results.json say them (sample values filled in
+    where a real run puts the snapshot's, the limit's or the error's)."""
+    from pathlib import Path as _Path
+
+    from gpushare.classroom import gradebook, report, texts
+    from gpushare.reports.messages import T
+
+    samples = _samples()
+    out = ["## The class report and every could-not-grade reason", ""]
+    out += ["### The class report's words (report.html and the class summary)", ""]
+    for key in texts.words():
+        out.append(f"- `{key}`")
+        for lang in messages.LANGS:
+            template = texts.text(key, lang)
+            out.append(
+                f"  - **{lang}** {texts.text(key, lang, **_filled(template, samples, lang))}"
+            )
+    out += ["", "### Could not grade: what the learner reads, what the report says", ""]
+    details = [k for k in messages.catalog("en")["values"] if k.startswith("snapshot_")] + list(
+        NOT_GRADED
+    )
+    checks = [gradebook.CheckInfo("1.1", 1, 2)]
+    for key in details:
+        template = messages.catalog("en")["values"][key]
+        out.append(f"#### {key}")
+        for lang in messages.LANGS:
+            detail = T(key, **{k: samples.get(k, "…") for k in messages.placeholders(template)})
+            made = gradebook.error_results(
+                _Path("ann-20261201-1a2b.gpushare.tgz"),
+                messages.render_value(detail, "en"),
+                "cluster",
+                lang=lang,
+                seed=7,
+                checks=checks,
+                detail=detail,
+            ).as_json()
+            row = gradebook.row_from_results("ann", made)
+            out.append(
+                f"**{lang}**\n\n```text\n{made['output']}\n[1.1] {made['tests'][0]['output']}"
+            )
+            out.append(f"report: {report.reason_said(row, lang)}\n```")
+        out.append("")
+    out += ["#### a check cut short by the time limit (the other checks keep their results)", ""]
+    for lang in messages.LANGS:
+        lines = [
+            messages.render_value(T("timed_out", seconds=60.0, state=T(f"timed_out_{s}")), lang)
+            for s in ("running", "not_started")
+        ]
+        incomplete = T(
+            "report_incomplete",
+            reason=T("time_limit_during", seconds=60.0, check="6.5"),
+            figures="42/100",
+        )
+        lines.append(messages.render_value(incomplete, lang))
+        out.append(f"**{lang}**\n\n```text\n" + "\n".join(lines) + "\n```")
+    out.append("")
     return out
 
 

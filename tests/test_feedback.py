@@ -36,6 +36,7 @@ def _strings(lang: str) -> dict[str, str]:
     out.update({f"values.{k}": v for k, v in cat["values"].items()})
     for number, entry in cat["checks"].items():
         out.update({f"checks.{number}.{k}": v for k, v in entry.items()})
+    out.update({f"class.{k}": v for k, v in cat["class"].items()})  # the instructor's words
     return out
 
 

@@ -1,201 +1,36 @@
 """The words of the class report and summary, in the three languages of the feedback.
 
-Check titles and the learners' feedback come from the message catalogs
-(:mod:`gpushare.reports.messages`); these are only the instructor's page and terminal words, kept
-beside the code that uses them so the learners' catalogs stay the learners'.
+They live in the message catalogs, one file per language (``reports/messages/<lang>.toml``,
+table ``[class]``), beside the learners' feedback: a test proves every key and placeholder is in
+all three, and the punctuation lint and ``make feedback-book`` read them with the rest. Check
+titles and the learners' feedback come from the same catalogs (:mod:`gpushare.reports.messages`).
 """
 
 from __future__ import annotations
 
-_TEXTS: dict[str, dict[str, str]] = {
-    "en": {
-        "title": "Class report",
-        "submissions": "Submissions",
-        "graded": "Graded",
-        "errors": "Could not be graded",
-        "mean": "Mean",
-        "median": "Median",
-        "lowest": "Lowest",
-        "highest": "Highest",
-        "all_passed": "Every check passed",
-        "histogram": "Score distribution",
-        "score": "score",
-        "learners": "learners",
-        "step_rates": "Pass rate per step",
-        "check_rates": "Pass rate per check",
-        "pass_rate": "pass rate",
-        "step": "Step {n}",
-        "failures": "Most common failure reasons per check",
-        "failures_note": "A reason is the problem the learner's feedback names, or else what "
-        "it says was found (the expected value is the same for everyone); a check whose reasons "
-        "are many and scattered may be unclear in the lab text.",
-        "check": "Check",
-        "reason": "Reason",
-        "count": "Count",
-        "examples": "Examples",
-        "failed_of": "{failed} of {judged} failed",
-        "no_failures": "Every graded submission passed every check.",
-        "regrade": "Regrade: changes since {previous}",
-        "learner": "Learner",
-        "before": "Before",
-        "after": "After",
-        "change": "Change",
-        "flipped": "Checks that flipped",
-        "no_changes": "No score changed and no check flipped ({n} submissions compared).",
-        "new": "new",
-        "gone": "not in this run",
-        "not_graded_title": "Could not grade",
-        "snapshot": "Snapshot",
-        "everyone": "Every submission",
-        "status": "Status",
-        "files": "Files",
-        "passed": "passed",
-        "failed": "failed",
-        "error": "error",
-        "not_graded": "Not graded: {reason}",
-        "why_said": "{why} ({reason})",
-        "why_unreadable": "the snapshot cannot be read (damaged, cut short, or not a snapshot)",
-        "why_altered": "the snapshot was changed after it was captured",
-        "why_format": "the snapshot was made by a gpushare this one cannot read",
-        "why_refused": "the snapshot holds what is never unpacked (a path leading out, a device, "
-        "or too much data)",
-        "why_timeout": "grading it took longer than its time limit",
-        "why_died": "the process grading it ended without a result",
-        "made_by": "gpushare {version} · seed {seed} · {n} submissions",
-        "summary": "{n} submissions: {graded} graded, {errors} could not be graded",
-        "stats": "score mean {mean}, median {median}, lowest {low}, highest {high}",
-        "changed": "{n} changed since {previous}",
-        "unchanged": "no change since {previous} ({n} compared)",
-    },
-    "zh": {
-        "title": "班级评分报告",
-        "submissions": "提交",
-        "graded": "已评分",
-        "errors": "无法评分",
-        "mean": "平均分",
-        "median": "中位数",
-        "lowest": "最低分",
-        "highest": "最高分",
-        "all_passed": "全部检查通过",
-        "histogram": "分数分布",
-        "score": "分数",
-        "learners": "学员人数",
-        "step_rates": "各步骤通过率",
-        "check_rates": "各检查项通过率",
-        "pass_rate": "通过率",
-        "step": "步骤 {n}",
-        "failures": "各检查项最常见的失败原因",
-        "failures_note": "原因取自学员看到的反馈中指出的问题，没有问题描述时取“实际”一行"
-        "（“预期”对所有人都相同）；原因多而分散的检查项，可能说明实验说明不够清楚。",
-        "check": "检查项",
-        "reason": "原因",
-        "count": "次数",
-        "examples": "示例学员",
-        "failed_of": "{judged} 份中 {failed} 份未通过",
-        "no_failures": "所有已评分的提交都通过了全部检查。",
-        "regrade": "重新评分：与 {previous} 相比的变化",
-        "learner": "学员",
-        "before": "之前",
-        "after": "之后",
-        "change": "变化",
-        "flipped": "结果翻转的检查项",
-        "no_changes": "没有分数变化，也没有检查项翻转（比较了 {n} 份提交）。",
-        "new": "新增",
-        "gone": "本次未评分",
-        "not_graded_title": "无法评分",
-        "snapshot": "快照",
-        "everyone": "全部提交",
-        "status": "状态",
-        "files": "文件",
-        "passed": "通过",
-        "failed": "未通过",
-        "error": "错误",
-        "not_graded": "未评分：{reason}",
-        "why_said": "{why}（{reason}）",
-        "why_unreadable": "快照无法读取（已损坏、不完整，或不是快照文件）",
-        "why_altered": "快照在生成之后被修改过",
-        "why_format": "快照由另一版本的 gpushare 生成，本版本无法读取",
-        "why_refused": "快照含有不予解包的内容（指向外部的路径、设备文件或过多的数据）",
-        "why_timeout": "评分超出了时间限制",
-        "why_died": "评分进程未给出结果就结束了",
-        "made_by": "gpushare {version} · 种子 {seed} · {n} 份提交",
-        "summary": "{n} 份提交：{graded} 份已评分，{errors} 份无法评分",
-        "stats": "平均分 {mean}，中位数 {median}，最低 {low}，最高 {high}",
-        "changed": "与 {previous} 相比有 {n} 份变化",
-        "unchanged": "与 {previous} 相比没有变化（比较了 {n} 份）",
-    },
-    "ko": {
-        "title": "학급 채점 보고서",
-        "submissions": "제출물",
-        "graded": "채점됨",
-        "errors": "채점 불가",
-        "mean": "평균",
-        "median": "중앙값",
-        "lowest": "최저",
-        "highest": "최고",
-        "all_passed": "모든 검사 통과",
-        "histogram": "점수 분포",
-        "score": "점수",
-        "learners": "학습자 수",
-        "step_rates": "단계별 통과율",
-        "check_rates": "검사 항목별 통과율",
-        "pass_rate": "통과율",
-        "step": "{n}단계",
-        "failures": "검사 항목별 가장 흔한 실패 원인",
-        "failures_note": "원인은 학습자가 읽는 피드백이 지적한 문제이며, 문제가 따로 없으면 "
-        "'실제값' 줄입니다('기대값'은 모두에게 같습니다). 원인이 많고 흩어져 있는 검사 항목은 "
-        "실습 설명이 불분명할 수 있습니다.",
-        "check": "검사 항목",
-        "reason": "원인",
-        "count": "횟수",
-        "examples": "예시 학습자",
-        "failed_of": "{judged}개 중 {failed}개 실패",
-        "no_failures": "채점된 모든 제출물이 모든 검사를 통과했습니다.",
-        "regrade": "재채점: {previous} 대비 변경 사항",
-        "learner": "학습자",
-        "before": "이전",
-        "after": "이후",
-        "change": "변화",
-        "flipped": "결과가 바뀐 검사 항목",
-        "no_changes": "점수 변화도, 결과가 바뀐 검사 항목도 없습니다({n}개 제출물 비교).",
-        "new": "신규",
-        "gone": "이번에 채점되지 않음",
-        "not_graded_title": "채점 불가",
-        "snapshot": "스냅샷",
-        "everyone": "전체 제출물",
-        "status": "상태",
-        "files": "파일",
-        "passed": "통과",
-        "failed": "실패",
-        "error": "오류",
-        "not_graded": "채점되지 않음: {reason}",
-        "why_said": "{why}({reason})",
-        "why_unreadable": "스냅샷을 읽을 수 없음(손상됨, 잘림, 또는 스냅샷이 아님)",
-        "why_altered": "스냅샷이 생성된 뒤에 변경됨",
-        "why_format": "이 버전의 gpushare가 읽을 수 없는 스냅샷 형식",
-        "why_refused": "풀지 않는 내용이 들어 있음(외부를 가리키는 경로, 장치 파일, "
-        "또는 너무 많은 데이터)",
-        "why_timeout": "채점이 시간 제한을 넘김",
-        "why_died": "채점 프로세스가 결과 없이 종료됨",
-        "made_by": "gpushare {version} · 시드 {seed} · 제출물 {n}개",
-        "summary": "제출물 {n}개: {graded}개 채점됨, {errors}개 채점 불가",
-        "stats": "평균 {mean}, 중앙값 {median}, 최저 {low}, 최고 {high}",
-        "changed": "{previous} 대비 {n}개 변경",
-        "unchanged": "{previous} 대비 변경 없음({n}개 비교)",
-    },
-}
+from gpushare.reports import messages
+
+
+def _words(lang: str) -> dict[str, str]:
+    table = messages.catalog(lang).get("class") if lang in messages.LANGS else None
+    return table if isinstance(table, dict) else {}
 
 
 def text(key: str, lang: str, **params: object) -> str:
     """The instructor's word ``key`` in ``lang`` (English when the language lacks it)."""
-    template = _TEXTS.get(lang, _TEXTS["en"]).get(key) or _TEXTS["en"][key]
+    template = _words(lang).get(key) or _words("en")[key]
     return template.format(**params) if params else template
 
 
 def has(key: str) -> bool:
     """Whether ``key`` is one of the instructor's words."""
-    return key in _TEXTS["en"]
+    return key in _words("en")
 
 
 def languages() -> list[str]:
-    return sorted(_TEXTS)
+    return sorted(messages.LANGS)
+
+
+def words() -> list[str]:
+    """Every instructor's word, in the order they are defined (for a book of them all)."""
+    return list(_words("en"))

@@ -2,8 +2,10 @@
 
 ``messages/<lang>.toml`` holds, per language: the labels of a feedback block, the translatable
 values (``[values]``: problems such as "the file does not exist"), and per check its title and
-hint (``[checks."<step>.<n>"]``). Chinese is the lab's language and the default; Korean and
-English are complete too (a test proves every key and placeholder exists in all three).
+hint (``[checks."<step>.<n>"]``), and the instructor's words of the class report (``[class]``,
+read by :mod:`gpushare.classroom.texts`): one file per language. Chinese is the lab's language
+and the default; Korean and English are complete too (a test proves every key and placeholder
+exists in all three).
 ``messages/glossary.toml`` fixes the word for each lab term in each language (the lab's own
 Chinese word first, then kubernetes.io/zh-cn and /ko); tests/test_feedback.py holds all three
 catalogs to it, and renders every check's failures to make sure no internals reach a learner.
