@@ -885,6 +885,9 @@ def book(out: Path, data: dict[str, Any] | None = None) -> Path:
             for lang in messages.LANGS:
                 head = f"[{number}] {messages.title(number, lang)}"
                 body.append(f"**{lang}**\n\n```text\n{head}\n{rendered[lang]}\n```")
+            body.append("The reason the class report counts it under:\n")
+            for lang in messages.LANGS:
+                body.append(f"- **{lang}** {_class_reason(number, rendered[lang])}")
             body.append("")
         for number, error in outcome.errors.items():
             body.append(f"- {number}: GRADER ERROR\n\n```text\n{error}\n```")
@@ -1011,6 +1014,15 @@ def class_pages() -> list[str]:
         out.append(f"**{lang}**\n\n```text\n" + "\n".join(lines) + "\n```")
     out.append("")
     return out
+
+
+def _class_reason(number: str, output: str) -> str:
+    """What the class report's "most common failure reasons" shows for this feedback."""
+    from gpushare.classroom import feedback
+    from gpushare.classroom.gradebook import Cell
+
+    step = int(number.split(".")[0])
+    return feedback.reason(Cell(number, step, 1, 0, False, "", output))
 
 
 def _number_key(number: str) -> tuple[int, int]:
