@@ -470,3 +470,28 @@ def test_a_damaged_snapshot_says_why_in_each_language(tmp_path):
     assert render_value(caught.value.detail, "ko").startswith(
         "스냅샷을 읽을 수 없음: 손상되었거나 잘림("
     )
+
+
+@pytest.mark.parametrize(
+    ("output", "reason"),
+    [
+        # the problem the feedback names first
+        ("文件不存在。\n位置：out/isolation.txt\n提示：…", "文件不存在。"),
+        # no problem line: what was found, never the expected value everyone was told
+        ("预期：ConfigMap 存在\n实际：不存在\n位置：ConfigMap x\n提示：…", "实际：不存在"),
+        ("기대값: replicas: 4\n실제값: replicas: 1\n힌트: …", "실제값: replicas: 1"),
+        (
+            "Expected: exit code 1\nFound: exit code 0, output: OK\nHint: …",
+            "Found: exit code 0, output: OK",
+        ),
+        # nothing found to show: the first line it has
+        ("Expected: no nvidia.com/gpu\nHint: …", "Expected: no nvidia.com/gpu"),
+        # a submission's own seed does not split one reason into many
+        ("2 of 9 unseen cases wrong (seed 123456789)", "2 of 9 unseen cases wrong (seed …)"),
+    ],
+)
+def test_a_failure_is_counted_under_its_problem_or_what_was_found(output, reason):
+    from gpushare.classroom import feedback
+
+    cell = gradebook.Cell("1.3", 1, 2, 0, False, "", output)
+    assert feedback.reason(cell) == reason

@@ -160,3 +160,19 @@ def test_ko_has_no_space_before_a_parenthesis_and_no_semicolon():
 def test_the_punctuation_lint_catches_what_the_review_found(pattern, text, flagged):
     """The lint itself, proven both ways on the review's own examples."""
     assert bool(pattern.search(text)) is flagged, text
+
+
+def test_a_translatable_value_survives_a_results_file():
+    """A could-not-grade reason kept as data in results.json is said again in any language; a
+    file that is not ours (a stranger's results.json) reads as text, never a crash."""
+    import json
+
+    from gpushare.reports.messages import T, from_data, render_value, to_data
+
+    value = T("snapshot_altered", members=("work/k8s/a.yaml", "cluster.json"))
+    back = from_data(json.loads(json.dumps(to_data(value))))
+    for lang in messages.LANGS:
+        assert render_value(back, lang) == render_value(value, lang)
+    assert "work/k8s/a.yaml、cluster.json" in render_value(back, "zh")
+    assert render_value(from_data({"key": "no_such_key", "params": []}), "zh") == "no_such_key"
+    assert from_data({"params": {}}) == "{'params': {}}" and from_data(None) is None
