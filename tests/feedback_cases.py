@@ -903,6 +903,7 @@ def book(out: Path, data: dict[str, Any] | None = None) -> Path:
 # class grade says them with, and a value for each placeholder, as a real run fills it in.
 NOT_GRADED = (
     "could_not_read",
+    "could_not_read_cluster",
     "time_limit",
     "time_limit_during",
     "grade_hung",

@@ -232,13 +232,16 @@ class GradeSession:
         The kind is "" for the learner's own failure, "cluster" when the grader could not read
         the cluster (the grade is void: exit 2, no score), "grader" for a bug of ours.
         """
-        if isinstance(exc, ApiError | Unreachable):  # a read outside LabState: same verdict
+        whole = isinstance(exc, ApiError | Unreachable)
+        if whole:  # a read outside LabState: same verdict
             exc = ClusterUnreadable("the cluster", str(exc))
         if isinstance(exc, ClusterUnreadable):
             if self.could_not_grade is None:
                 self.could_not_grade = str(exc)[:500]
-                self.could_not_grade_detail = T(
-                    "could_not_read", what=exc.what[:200], error=exc.reason[:300]
+                self.could_not_grade_detail = (
+                    T("could_not_read_cluster", error=exc.reason[:300])
+                    if whole
+                    else T("could_not_read", what=exc.what[:200], error=exc.reason[:300])
                 )
             return messages.render_failure(
                 number, CheckFailed(problem=T("api_error", error=str(exc)[:300])), self.lang
