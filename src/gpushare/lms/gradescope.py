@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 import zipfile
@@ -40,8 +41,9 @@ DEFAULT_TIMEOUT = 480.0  # Gradescope stops everything at 600 s; results must be
 SETTINGS = "gpushare-autograder.json"
 POLICY = "policy.toml"
 TEMPLATES = Path(__file__).with_name("templates")
-# What grading a snapshot imports beyond the standard library, pinned to the versions this
-# gpushare was tested with (the ones installed where the bundle is built).
+# What grading a snapshot imports beyond the standard library: their entries of the lock that
+# the grading image installs too (requirements/grade.lock: versions and hashes), copied as they
+# are, so both install the same files.
 REQUIREMENTS = ("PyYAML", "psutil")
 EXIT_OK, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # fixed: the same inputs give the same zip
@@ -55,16 +57,27 @@ class BundleError(Exception):
 
 
 def requirements() -> str:
-    """``name==version`` lines for :data:`REQUIREMENTS`, as installed here."""
-    from importlib.metadata import PackageNotFoundError, version
+    """The lock's entries for :data:`REQUIREMENTS` (``name==version`` and its hashes)."""
+    from gpushare.locations import lock_file
 
-    lines = []
-    for name in REQUIREMENTS:
-        try:
-            lines.append(f"{name}=={version(name)}")
-        except PackageNotFoundError:
-            raise BundleError(f"{name} is not installed here; run make install first") from None
-    return "\n".join(lines) + "\n"
+    lock = lock_file()
+    try:
+        text = lock.read_text(encoding="utf-8")
+    except OSError:
+        raise BundleError(f"no dependency lock at {lock}: build from a checkout") from None
+    entries: dict[str, str] = {}
+    for entry in re.split(r"\n(?=\S)", text):
+        match = re.match(r"([A-Za-z0-9_.-]+)==", entry)
+        if match:
+            entries[_normal(match[1])] = entry.rstrip() + "\n"
+    missing = [n for n in REQUIREMENTS if _normal(n) not in entries]
+    if missing:
+        raise BundleError(f"{lock} pins no {', '.join(missing)}: run make lock")
+    return "".join(entries[_normal(n)] for n in REQUIREMENTS)
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def _package_files() -> list[tuple[str, Path]]:
