@@ -13,10 +13,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import time
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -138,7 +140,7 @@ def wheels() -> Path:
 
     pins = requirements()
     folder = Path.home() / ".cache/gpushare/test-wheels" / hashlib.sha256(pins.encode()).hexdigest()
-    names = [line.split("==")[0].lower() for line in pins.split()]
+    names = [n.lower() for n in re.findall(r"^(\S+)==", pins, re.M)]
     have = [p.name.lower() for p in folder.glob("*.whl")]
     if not all(any(h.startswith(n.replace("-", "_")) for h in have) for n in names):
         folder.mkdir(parents=True, exist_ok=True)
@@ -285,11 +287,19 @@ def test_bundle_is_in_gradescope_layout_and_reproducible(tmp_path):
         for script in ("setup.sh", "run_autograder"):  # at the root, executable
             assert (infos[script].external_attr >> 16) & 0o111, script
             assert zf.read(script).startswith(b"#!/usr/bin/env bash\n")
-        pins = zf.read("requirements.txt").decode().split()
+        pins = zf.read("requirements.txt").decode()
         settings = json.loads(zf.read("gpushare-autograder.json"))
-    assert pins and all("==" in line for line in pins)
-    assert {p.split("==")[0] for p in pins} == {"PyYAML", "psutil"}
-    assert settings["timeout"] == 480 and settings["lang"] == "en" and settings["policy"] is None
+        policy = zf.read("policy.toml")
+    # the lock's entries (tests/test_lock.py): pinned and hashed
+    assert set(re.findall(r"^(\S+)==\S+ \\$", pins, re.M)) == {"pyyaml", "psutil"}
+    assert pins.count("--hash=sha256:") >= 2
+    assert settings["timeout"] == 480 and settings["lang"] == "en"
+    # always a policy: without --policy, the defaults written out
+    assert settings["policy"] == "policy.toml"
+    from gpushare.reports.policy import Rule, parse
+
+    default = parse(tomllib.loads(policy.decode()))
+    assert vars(default.default) == vars(Rule()) and not default.steps and not default.checks
     assert {f"graders/test_step{n}_" in " ".join(names) for n in range(1, 9)} == {True}
     assert "fixtures/check-request/over.yaml" in names
     assert "src/gpushare/lms/gradescope.py" in names

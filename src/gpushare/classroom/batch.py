@@ -86,6 +86,7 @@ def grade_class(
     unsafe_no_sandbox: bool = False,
     policy: Path | None = None,
     progress: Callable[[int], Progress] | None = None,
+    expect: int | None = None,
 ) -> ClassRun:
     """Grade the class; raises :class:`InputError` (one line) when nothing can be graded.
 
@@ -98,6 +99,12 @@ def grade_class(
     found = inputs.find(paths)
     if not found:
         raise InputError(f"no snapshot (*.gpushare.tgz) in {', '.join(map(str, paths))}")
+    if expect is not None and len(found) != expect:
+        why = "a copy cut short or still running?" if len(found) < expect else "whose are the rest?"
+        raise InputError(
+            f"--expect {expect}: {', '.join(map(str, paths))} holds {len(found)} snapshot files "
+            f"({why}); nothing graded"
+        )
     chosen = inputs.shard(inputs.select([inputs.describe(p) for p in found], every), *shard)
     before = _previous(previous)
     visibility = _policy(policy)
@@ -320,6 +327,7 @@ def run_cli(args: argparse.Namespace) -> int:
             unsafe_no_sandbox=args.unsafe_no_sandbox,
             policy=Path(args.policy).expanduser() if args.policy else None,
             progress=Progress,
+            expect=args.expect,
         )
     except InputError as exc:
         print(f"gpushare: {exc}", file=sys.stderr)

@@ -3,7 +3,8 @@
 The bundle is a zip in Gradescope's layout (gradescope-autograders.readthedocs.io, "Autograder
 Specifications"): ``setup.sh`` and ``run_autograder`` at its root, then this package
 (``src/gpushare``), the graders, the step 6 fixtures, a pinned ``requirements.txt``, the
-settings (:data:`SETTINGS`: deadline, language, sandbox) and the instructor's policy if any.
+settings (:data:`SETTINGS`: deadline, language, sandbox) and ``policy.toml`` (the instructor's
+``--policy``, else the defaults written out).
 Gradescope unpacks it into ``/autograder/source``, runs ``setup.sh`` once when it builds the
 image, and ``run_autograder`` once per submission with the upload in ``/autograder/submission``.
 Both scripts take their root from ``AUTOGRADER_ROOT`` (default ``/autograder``), so the same
@@ -40,6 +41,14 @@ DEFAULT_ROOT = "/autograder"
 DEFAULT_TIMEOUT = 480.0  # Gradescope stops everything at 600 s; results must be out before
 SETTINGS = "gpushare-autograder.json"
 POLICY = "policy.toml"
+# The bundle's policy.toml when no --policy is given: the defaults, written out.
+DEFAULT_POLICY = """\
+# The visibility policy of this autograder: gpushare's defaults, as no --policy was given.
+# Every check is visible, and a failed check's feedback shows expected and found.
+[default]
+visibility = "visible"
+show_expected = true
+"""
 TEMPLATES = Path(__file__).with_name("templates")
 # What grading a snapshot imports beyond the standard library: their entries of the lock that
 # the grading image installs too (requirements/grade.lock: versions and hashes), copied as they
@@ -127,12 +136,13 @@ def bundle(
         raise BundleError(f"--timeout {timeout:g}: give seconds below Gradescope's 600")
     if sandbox not in ("auto", "require"):
         raise BundleError(f"--sandbox {sandbox}: auto or require")
-    if lang is not None:
-        try:
-            lang = messages.resolve_lang(lang)
-        except ValueError as exc:
-            raise BundleError(str(exc)) from None
-    policy_bytes = None
+    try:  # the language learners read, fixed now: never the builder's locale
+        lang = messages.resolve_lang(
+            lang or os.environ.get("GPUSHARE_LANG") or messages.DEFAULT_LANG
+        )
+    except ValueError as exc:
+        raise BundleError(str(exc)) from None
+    policy_bytes = DEFAULT_POLICY.encode()  # always one, so every bundle has the same layout
     if policy is not None:
         try:
             load(Path(policy))
@@ -144,16 +154,15 @@ def bundle(
         "timeout": timeout,
         "lang": lang,
         "sandbox": sandbox,
-        "policy": POLICY if policy_bytes is not None else None,
+        "policy": POLICY,
     }
     members: list[tuple[str, bytes, int]] = [
         ("setup.sh", (TEMPLATES / "setup.sh").read_bytes(), 0o755),
         ("run_autograder", (TEMPLATES / "run_autograder").read_bytes(), 0o755),
         ("requirements.txt", requirements().encode(), 0o644),
         (SETTINGS, (json.dumps(settings, indent=2) + "\n").encode(), 0o644),
+        (POLICY, policy_bytes, 0o644),
     ]
-    if policy_bytes is not None:
-        members.append((POLICY, policy_bytes, 0o644))
     for name, path in _package_files():
         members.append((name, path.read_bytes(), 0o644))
     out = Path(out)
