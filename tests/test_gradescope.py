@@ -308,6 +308,20 @@ def test_bundle_is_in_gradescope_layout_and_reproducible(tmp_path):
     assert not [n for n in names if n.startswith(("solutions/", "tests/"))]
 
 
+def test_bundle_writes_its_language_not_the_builders_locale(tmp_path):
+    """Without --lang: GPUSHARE_LANG, else zh (the documented default), written out; the
+    locale of the instructor's machine never decides what learners read."""
+    for env, want in (
+        ({"GPUSHARE_LANG": "", "LC_ALL": "", "LC_MESSAGES": "", "LANG": "ko_KR.UTF-8"}, "zh"),
+        ({"GPUSHARE_LANG": "en"}, "en"),
+    ):
+        out = tmp_path / f"{want}.zip"
+        made = _gpushare("gradescope", "bundle", "--out", str(out), env=env)
+        assert made.returncode == 0, made.stderr
+        with zipfile.ZipFile(out) as zf:
+            assert json.loads(zf.read("gpushare-autograder.json"))["lang"] == want
+
+
 def test_bundle_refuses_a_bad_policy_or_deadline(tmp_path):
     bad = tmp_path / "policy.toml"
     bad.write_text('[checks."6.50"]\nvisibility = "hidden"\n')
