@@ -27,6 +27,7 @@ import pytest
 import yaml
 
 from gpushare.classroom import gradebook, inputs, job, pool, report
+from gpushare.lab import binaries
 from gpushare.sandbox import isolation
 from tests import class_snapshots as snaps
 from tests.helpers import ROOT, _gpushare, grade_snapshot, kubectl
@@ -422,6 +423,23 @@ def test_the_whole_procedure_is_accepted_and_its_pods_scheduled(lab, tmp_path):
         assert got["spec"]["completionMode"] == "Indexed" and got["spec"]["completions"] == 3
         assert got["spec"]["backoffLimitPerIndex"] == 1
         assert got["spec"]["podFailurePolicy"]["rules"][0]["action"] == "FailIndex"
+        # the script's own waits, on the Jobs' real status (kwok completes their pods without
+        # running them): its functions as printed, our kubectl, the lab's kubeconfig
+        head = script[script.index("k() {") : script.index('found="$(')]
+        for name in ("gpushare-class", "gpushare-class-merge"):
+            waited = subprocess.run(
+                ["bash", "-c", f"set -euo pipefail\n{head}\nwait_job {name}"],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                env={
+                    **os.environ,
+                    "KUBECTL": str(binaries.find("kubectl")),
+                    "KUBECONFIG": str(lab.kubeconfig),
+                },
+            )
+            assert waited.returncode == 0, waited.stderr
+            assert waited.stdout == f"Job {name}: complete\n"
         # Pod Security: the helpers pass "restricted"; the graders need "privileged"
         for level, name in strict.items():
             kubectl(lab, "create", "namespace", name)
