@@ -136,12 +136,11 @@ def bundle(
         raise BundleError(f"--timeout {timeout:g}: give seconds below Gradescope's 600")
     if sandbox not in ("auto", "require"):
         raise BundleError(f"--sandbox {sandbox}: auto or require")
-    try:  # the language learners read, fixed now: never the builder's locale
-        lang = messages.resolve_lang(
-            lang or os.environ.get("GPUSHARE_LANG") or messages.DEFAULT_LANG
-        )
-    except ValueError as exc:
-        raise BundleError(str(exc)) from None
+    if lang is not None:
+        try:
+            lang = messages.resolve_lang(lang)
+        except ValueError as exc:
+            raise BundleError(str(exc)) from None
     policy_bytes = DEFAULT_POLICY.encode()  # always one, so every bundle has the same layout
     if policy is not None:
         try:
@@ -149,6 +148,7 @@ def bundle(
         except PolicyError as exc:
             raise BundleError(str(exc)) from None
         policy_bytes = Path(policy).read_bytes()
+    lang = lang or _default_lang()  # written out: never the builder's locale, nor null
     settings = {
         "gpushare_version": __version__,
         "timeout": timeout,
@@ -179,6 +179,16 @@ def bundle(
     finally:
         tmp.unlink(missing_ok=True)
     return out
+
+
+def _default_lang() -> str:
+    """Without ``--lang``: ``GPUSHARE_LANG``, else the documented default (zh)."""
+    from gpushare.reports import messages
+
+    try:
+        return messages.resolve_lang(os.environ.get("GPUSHARE_LANG") or messages.DEFAULT_LANG)
+    except ValueError as exc:
+        raise BundleError(str(exc)) from None
 
 
 # --------------------------------------------------------------------------- run_autograder
