@@ -86,7 +86,6 @@ def grade_class(
     unsafe_no_sandbox: bool = False,
     policy: Path | None = None,
     progress: Callable[[int], Progress] | None = None,
-    expect: int | None = None,
 ) -> ClassRun:
     """Grade the class; raises :class:`InputError` (one line) when nothing can be graded.
 
@@ -99,12 +98,6 @@ def grade_class(
     found = inputs.find(paths)
     if not found:
         raise InputError(f"no snapshot (*.gpushare.tgz) in {', '.join(map(str, paths))}")
-    if expect is not None and len(found) != expect:
-        why = "a copy cut short or still running?" if len(found) < expect else "whose are the rest?"
-        raise InputError(
-            f"--expect {expect}: {', '.join(map(str, paths))} holds {len(found)} snapshot files "
-            f"({why}); nothing graded"
-        )
     chosen = inputs.shard(inputs.select([inputs.describe(p) for p in found], every), *shard)
     before = _previous(previous)
     visibility = _policy(policy)
@@ -255,6 +248,20 @@ def _require_sandbox(unsafe: bool) -> None:
         raise InputError(str(exc)) from None
 
 
+def expect_exactly(paths: list[Path], expect: int | None) -> None:
+    """``--expect N``: the paths hold exactly N snapshot files, or nothing is graded (a copy
+    cut short or still running, another class's files among them)."""
+    if expect is None:
+        return
+    found = len(inputs.find(paths))
+    if found != expect:
+        why = "a copy cut short or still running?" if found < expect else "whose are the rest?"
+        raise InputError(
+            f"--expect {expect}: {', '.join(map(str, paths))} holds {found} snapshot files "
+            f"({why}); nothing graded"
+        )
+
+
 def _drop_stale(out: Path, keep: set[str]) -> None:
     """Results of another run in the same folder would pass for this run's (the CSV, a merge):
     remove those of submissions this run does not grade."""
@@ -314,6 +321,7 @@ def run_cli(args: argparse.Namespace) -> int:
     try:
         shard = inputs.parse_shard(args.shard) if args.shard else (0, 1)
         paths = [Path(p).expanduser() for p in args.paths]
+        expect_exactly(paths, args.expect)
         run = grade_class(
             paths,
             Path(args.out).expanduser(),
@@ -327,7 +335,6 @@ def run_cli(args: argparse.Namespace) -> int:
             unsafe_no_sandbox=args.unsafe_no_sandbox,
             policy=Path(args.policy).expanduser() if args.policy else None,
             progress=Progress,
-            expect=args.expect,
         )
     except InputError as exc:
         print(f"gpushare: {exc}", file=sys.stderr)
