@@ -27,6 +27,7 @@ import pytest
 import yaml
 
 from gpushare.classroom import gradebook, inputs, job, pool, report
+from gpushare.lab import binaries
 from gpushare.sandbox import isolation
 from tests import class_snapshots as snaps
 from tests.helpers import ROOT, _gpushare, grade_snapshot, kubectl
@@ -322,21 +323,65 @@ def test_a_hung_or_dead_worker_costs_its_submission_only():
     assert failures[2] == "died: the grading process was killed (SIGKILL)"
 
 
-def test_the_indexed_job_is_accepted_and_its_pods_scheduled(lab, tmp_path):
-    """The printed Job and claims, created server-side on the lab's apiserver; the claims
-    bound to volumes of the lab by its controller manager, the pods placed by its scheduler."""
-    ns = f"class-{os.getpid()}"
-    klass = f"gpushare-class-{os.getpid()}"
+def _printed(*extra: str) -> str:
     proc = gpushare(
         "class", "job", "--image", "registry.example/gpushare:0.1.0", "--shards", "3",
-        "--namespace", ns, "--storage-class", klass, "--lang", "en",
+        "--expect", "6", "--lang", "en", *extra,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    docs = list(yaml.safe_load_all(proc.stdout))
-    assert [d["kind"] for d in docs] == ["PersistentVolumeClaim", "PersistentVolumeClaim", "Job"]
-    command = docs[2]["spec"]["template"]["spec"]["containers"][0]["command"]
+    return proc.stdout
+
+
+def _wait_scheduled(lab, ns: str, count: int) -> list[dict[str, Any]]:
+    pods: list[dict[str, Any]] = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        pods = json.loads(kubectl(lab, "get", "pods", "-n", ns, "-o", "json").stdout)["items"]
+        if len(pods) == count and all(p["spec"].get("nodeName") for p in pods):
+            break
+        time.sleep(0.5)
+    return pods
+
+
+def _as_pod(name: str, template: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": template["spec"]}
+
+
+def test_the_whole_procedure_is_accepted_and_its_pods_scheduled(lab, tmp_path):
+    """Every object the printed procedure creates, created server-side on the lab's apiserver:
+    the claims bound by its controller manager to volumes the test provides, the loader, the
+    three grading pods, the merge's pod and the retriever placed by its scheduler; and the
+    Pod Security levels the README states, as the apiserver's admission judges them."""
+    ns = f"class-{os.getpid()}"
+    klass = f"gpushare-class-{os.getpid()}"
+    script = _printed("--namespace", ns, "--storage-class", klass)
+    blocks = job.parse_script(script)
+    assert [[d["kind"] for d in b] for b in blocks] == [
+        ["PersistentVolumeClaim", "PersistentVolumeClaim"],
+        ["Pod"],
+        ["Job"],
+        ["Job"],
+        ["Pod"],
+    ]
+    _claims, (loader,), (grade,), (merge,), (retriever,) = blocks
+    # the order of the script: nothing grades before the loader marked the snapshots complete
+    marks = [script.index(s) for s in (
+        "# 1. The claims", "k apply", "touch /snapshots/.gpushare-ready",
+        "# 3. The Indexed Job", "wait_job gpushare-class\n", "# 4. The merge",
+        "wait_job gpushare-class-merge", "# 5. The results out", "tar -xf - -C \"$OUT\"",
+    )]  # fmt: skip
+    assert marks == sorted(marks)
+    template = grade["spec"]["template"]
+    command = template["spec"]["containers"][0]["command"]
     assert command[:4] == ["gpushare", "class", "grade", "/snapshots"]
-    assert "$(JOB_COMPLETION_INDEX)/3" in command
+    assert "$(JOB_COMPLETION_INDEX)/3" in command and command[command.index("--expect") + 1] == "6"
+    (init,) = template["spec"]["initContainers"]
+    assert "/snapshots/.gpushare-ready" in init["command"][-1]
+    assert merge["spec"]["template"]["spec"]["containers"][0]["command"][3:] == [
+        "/results/shard-0", "/results/shard-1", "/results/shard-2", "--out", "/results/class"
+    ]  # fmt: skip
+    images = {c["image"] for b in blocks[1:] for d in b for c in _containers(d)}
+    assert images == {"registry.example/gpushare:0.1.0"}
     volumes = [
         {
             "apiVersion": "v1",
@@ -345,44 +390,148 @@ def test_the_indexed_job_is_accepted_and_its_pods_scheduled(lab, tmp_path):
             "spec": {
                 "storageClassName": klass,
                 "capacity": {"storage": "1Gi"},
-                "accessModes": [mode],
+                "accessModes": ["ReadWriteMany"],
                 "hostPath": {"path": f"/srv/{klass}/{name}"},
             },
         }
-        for name, mode in (("snapshots", "ReadOnlyMany"), ("results", "ReadWriteMany"))
+        for name in ("snapshots", "results")
     ]
     manifest = tmp_path / "objects.yaml"
-    manifest.write_text(yaml.safe_dump_all(volumes) + "---\n" + proc.stdout)
+    manifest.write_text(yaml.safe_dump_all(volumes + [d for b in blocks for d in b]))
     kubectl(lab, "create", "namespace", ns)
+    strict = {level: f"{ns}-{level}" for level in ("restricted", "baseline")}
     try:
+        kubectl(lab, "label", "namespace", ns, "pod-security.kubernetes.io/enforce=privileged")
         applied = kubectl(lab, "apply", "--server-side", "-f", str(manifest), check=False)
         assert applied.returncode == 0, applied.stderr
-        pods: list[dict[str, Any]] = []
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            got = kubectl(lab, "get", "pods", "-n", ns, "-o", "json")
-            pods = json.loads(got.stdout)["items"]
-            if len(pods) == 3 and all(p["spec"].get("nodeName") for p in pods):
-                break
-            time.sleep(0.5)
-        assert len(pods) == 3, pods
-        assert all(p["spec"].get("nodeName", "").startswith("lab-node-") for p in pods), [
-            p.get("status") for p in pods
-        ]
+        pods = _wait_scheduled(lab, ns, 6)  # loader, 3 graders, the merge, retriever
+        assert len(pods) == 6 and all(
+            p["spec"].get("nodeName", "").startswith("lab-node-") for p in pods
+        ), [(p["metadata"]["name"], p.get("status")) for p in pods]
+        graders = [p for p in pods if p["metadata"]["labels"].get("job-name") == "gpushare-class"]
         indexes = sorted(
-            p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"] for p in pods
+            p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]
+            for p in graders
         )
         assert indexes == ["0", "1", "2"]
-        claims = json.loads(kubectl(lab, "get", "pvc", "-n", ns, "-o", "json").stdout)["items"]
-        assert sorted(c["status"]["phase"] for c in claims) == ["Bound", "Bound"]
+        got = json.loads(kubectl(lab, "get", "pvc", "-n", ns, "-o", "json").stdout)["items"]
+        assert sorted(c["status"]["phase"] for c in got) == ["Bound", "Bound"]
         got = json.loads(
             kubectl(lab, "get", "job", "gpushare-class", "-n", ns, "-o", "json").stdout
         )
         assert got["spec"]["completionMode"] == "Indexed" and got["spec"]["completions"] == 3
+        assert got["spec"]["backoffLimitPerIndex"] == 1
+        assert got["spec"]["podFailurePolicy"]["rules"][0]["action"] == "FailIndex"
+        # the script's own waits, on the Jobs' real status (kwok completes their pods without
+        # running them): its functions as printed, our kubectl, the lab's kubeconfig
+        head = script[script.index("k() {") : script.index('found="$(')]
+        for name in ("gpushare-class", "gpushare-class-merge"):
+            waited = subprocess.run(
+                ["bash", "-c", f"set -euo pipefail\n{head}\nwait_job {name}"],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                env={
+                    **os.environ,
+                    "KUBECTL": str(binaries.find("kubectl")),
+                    "KUBECONFIG": str(lab.kubeconfig),
+                },
+            )
+            assert waited.returncode == 0, waited.stderr
+            assert waited.stdout == f"Job {name}: complete\n"
+        # Pod Security: the helpers pass "restricted"; the graders need "privileged"
+        for level, name in strict.items():
+            kubectl(lab, "create", "namespace", name)
+            kubectl(lab, "label", "namespace", name, f"pod-security.kubernetes.io/enforce={level}")
+        helpers = [loader, retriever, _as_pod("merge", merge["spec"]["template"])]
+        for pod in helpers:
+            path = tmp_path / f"{pod['metadata']['name']}.yaml"
+            path.write_text(yaml.safe_dump({**pod, "metadata": {"name": "x"}}))
+            made = kubectl(
+                lab, "create", "--dry-run=server", "-n", strict["restricted"], "-f", str(path),
+                check=False,
+            )  # fmt: skip
+            assert made.returncode == 0, (pod["metadata"]["name"], made.stderr)
+        path = tmp_path / "grader.yaml"
+        path.write_text(yaml.safe_dump(_as_pod("grader", template)))
+        made = kubectl(
+            lab, "create", "--dry-run=server", "-n", strict["baseline"], "-f", str(path),
+            check=False,
+        )  # fmt: skip
+        assert made.returncode != 0 and "violates PodSecurity" in made.stderr, made.stderr
+        assert "seccompProfile" in made.stderr
     finally:
-        kubectl(lab, "delete", "namespace", ns, "--wait=false", check=False)
+        for name in (ns, *strict.values()):
+            kubectl(lab, "delete", "namespace", name, "--wait=false", check=False)
         names = [v["metadata"]["name"] for v in volumes]
         kubectl(lab, "delete", "pv", *names, "--wait=false", check=False)
+
+
+def _containers(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    spec = doc["spec"]["template"]["spec"] if doc["kind"] == "Job" else doc["spec"]
+    return spec["containers"] + spec.get("initContainers", [])
+
+
+def test_the_printed_script_refuses_a_folder_of_another_count(tmp_path):
+    """The first thing the script does, before any kubectl: count the local folder."""
+    script = tmp_path / "class-job.sh"
+    script.write_text(_printed())
+    folder = tmp_path / "subs"
+    folder.mkdir()
+    for name in ("a", "b"):
+        shutil.copy2(ROOT / "examples/reference.gpushare.tgz", folder / f"{name}.gpushare.tgz")
+    env = {**os.environ, "KUBECTL": "/bin/false"}
+    proc = subprocess.run(
+        ["bash", str(script), str(folder)], capture_output=True, text=True, env=env, timeout=30
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == f"class-job: expected 6 *.gpushare.tgz in {folder}, found 2\n"
+
+
+def test_expect_refuses_a_class_of_another_size_in_one_line(tmp_path):
+    folder = tmp_path / "subs"
+    folder.mkdir()
+    for name in ("reference", "mistakes"):
+        shutil.copy2(ROOT / f"examples/{name}.gpushare.tgz", folder)
+    for expect, why in (("3", "still running"), ("1", "rest")):
+        out = tmp_path / f"out-{expect}"
+        proc = gpushare("class", "grade", str(folder), "--out", str(out), "--expect", expect)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+        assert f"--expect {expect}: {folder} holds 2 snapshot files" in proc.stderr
+        assert why in proc.stderr and not out.exists()
+    out = tmp_path / "out"
+    proc = class_grade(str(folder), "--out", str(out), "--expect", "2", "--jobs", "1")
+    assert len(read_csv(out / "grades.csv")) == 2
+
+
+@pytest.mark.skipif(not isolation.probe().available, reason="needs bubblewrap to run")
+def test_a_merge_without_a_writable_tmp_or_home_still_writes_the_report(tmp_path):
+    """The merge in a read-only root with no writable /tmp nor home (bubblewrap makes one):
+    matplotlib used to stop with a traceback there, and report.html was never written."""
+    folder = tmp_path / "subs"
+    folder.mkdir()
+    for name in ("reference", "mistakes"):
+        shutil.copy2(ROOT / f"examples/{name}.gpushare.tgz", folder)
+    shards = [tmp_path / f"shard-{i}" for i in range(2)]
+    for i, shard in enumerate(shards):
+        class_grade(str(folder), "--out", str(shard), "--shard", f"{i}/2", "--jobs", "1")
+    out = tmp_path / "out"
+    out.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("MPLCONFIGDIR", "XDG_CONFIG_HOME")}
+    env.update(HOME="/nonexistent", TMPDIR="/nonexistent")
+    proc = subprocess.run(
+        [
+            "bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+            "--bind", str(out), str(out), "--chdir", "/", "--",
+            sys.executable, "-m", "gpushare", "class", "merge", *map(str, shards),
+            "--out", str(out / "class"),
+        ],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert (out / "class" / "report.html").read_text().count("<svg") == 3
+    assert sorted(p.name for p in (out / "class").iterdir() if p.name.startswith(".")) == []
 
 
 def test_the_job_command_is_the_class_grade_of_one_shard():

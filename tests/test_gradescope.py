@@ -13,10 +13,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import time
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -138,7 +140,7 @@ def wheels() -> Path:
 
     pins = requirements()
     folder = Path.home() / ".cache/gpushare/test-wheels" / hashlib.sha256(pins.encode()).hexdigest()
-    names = [line.split("==")[0].lower() for line in pins.split()]
+    names = [n.lower() for n in re.findall(r"^(\S+)==", pins, re.M)]
     have = [p.name.lower() for p in folder.glob("*.whl")]
     if not all(any(h.startswith(n.replace("-", "_")) for h in have) for n in names):
         folder.mkdir(parents=True, exist_ok=True)
@@ -285,17 +287,39 @@ def test_bundle_is_in_gradescope_layout_and_reproducible(tmp_path):
         for script in ("setup.sh", "run_autograder"):  # at the root, executable
             assert (infos[script].external_attr >> 16) & 0o111, script
             assert zf.read(script).startswith(b"#!/usr/bin/env bash\n")
-        pins = zf.read("requirements.txt").decode().split()
+        pins = zf.read("requirements.txt").decode()
         settings = json.loads(zf.read("gpushare-autograder.json"))
-    assert pins and all("==" in line for line in pins)
-    assert {p.split("==")[0] for p in pins} == {"PyYAML", "psutil"}
-    assert settings["timeout"] == 480 and settings["lang"] == "en" and settings["policy"] is None
+        policy = zf.read("policy.toml")
+    # the lock's entries (tests/test_lock.py): pinned and hashed
+    assert set(re.findall(r"^(\S+)==\S+ \\$", pins, re.M)) == {"pyyaml", "psutil"}
+    assert pins.count("--hash=sha256:") >= 2
+    assert settings["timeout"] == 480 and settings["lang"] == "en"
+    # always a policy: without --policy, the defaults written out
+    assert settings["policy"] == "policy.toml"
+    from gpushare.reports.policy import Rule, parse
+
+    default = parse(tomllib.loads(policy.decode()))
+    assert vars(default.default) == vars(Rule()) and not default.steps and not default.checks
     assert {f"graders/test_step{n}_" in " ".join(names) for n in range(1, 9)} == {True}
     assert "fixtures/check-request/over.yaml" in names
     assert "src/gpushare/lms/gradescope.py" in names
     assert "src/gpushare/reports/messages/en.toml" in names
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
     assert not [n for n in names if n.startswith(("solutions/", "tests/"))]
+
+
+def test_bundle_writes_its_language_not_the_builders_locale(tmp_path):
+    """Without --lang: GPUSHARE_LANG, else zh (the documented default), written out; the
+    locale of the instructor's machine never decides what learners read."""
+    for env, want in (
+        ({"GPUSHARE_LANG": "", "LC_ALL": "", "LC_MESSAGES": "", "LANG": "ko_KR.UTF-8"}, "zh"),
+        ({"GPUSHARE_LANG": "en"}, "en"),
+    ):
+        out = tmp_path / f"{want}.zip"
+        made = _gpushare("gradescope", "bundle", "--out", str(out), env=env)
+        assert made.returncode == 0, made.stderr
+        with zipfile.ZipFile(out) as zf:
+            assert json.loads(zf.read("gpushare-autograder.json"))["lang"] == want
 
 
 def test_bundle_refuses_a_bad_policy_or_deadline(tmp_path):

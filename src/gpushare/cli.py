@@ -179,13 +179,26 @@ def _add_class(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     q.add_argument("--previous", metavar="DIR", help="an earlier class folder: show what changed")
     q.add_argument("--shard", metavar="I/N", help="grade only part I of N (0-based)")
     q.add_argument(
+        "--expect",
+        type=int,
+        metavar="N",
+        help="refuse (exit 2) unless the paths hold exactly N snapshot files",
+    )
+    q.add_argument(
         "--policy", metavar="FILE", help="visibility policy (TOML): what learners see of checks"
     )
     common(q)
 
-    q = cls.add_parser("job", help="print a Kubernetes Indexed Job that grades in shards")
+    q = cls.add_parser("job", help="print the procedure (bash) that grades on Kubernetes")
     q.add_argument("--image", required=True, help="the grading image (see Containerfile)")
     q.add_argument("--shards", type=int, required=True, metavar="N", help="pods, one shard each")
+    q.add_argument(
+        "--expect",
+        type=int,
+        required=True,
+        metavar="N",
+        help="the number of snapshot files of the class: nothing is graded unless all are in",
+    )
     q.add_argument("--name", default="gpushare-class", help="the Job's name")
     q.add_argument("--namespace", help="namespace of the Job and its claims")
     q.add_argument("--snapshots-claim", default="gpushare-snapshots", metavar="NAME")

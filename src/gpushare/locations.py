@@ -40,3 +40,8 @@ def graders_dir() -> Path:
 def default_fixtures() -> Path:
     env = os.environ.get("GPUSHARE_FIXTURES")
     return Path(env) if env else _CHECKOUT / "fixtures"
+
+
+def lock_file() -> Path:
+    """``requirements/grade.lock``: grading's pinned, hashed dependencies (image and bundle)."""
+    return _CHECKOUT / "requirements" / "grade.lock"

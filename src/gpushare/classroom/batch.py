@@ -263,6 +263,20 @@ def _require_sandbox(unsafe: bool) -> None:
         raise InputError(str(exc)) from None
 
 
+def expect_exactly(paths: list[Path], expect: int | None) -> None:
+    """``--expect N``: the paths hold exactly N snapshot files, or nothing is graded (a copy
+    cut short or still running, another class's files among them)."""
+    if expect is None:
+        return
+    found = len(inputs.find(paths))
+    if found != expect:
+        why = "a copy cut short or still running?" if found < expect else "whose are the rest?"
+        raise InputError(
+            f"--expect {expect}: {', '.join(map(str, paths))} holds {found} snapshot files "
+            f"({why}); nothing graded"
+        )
+
+
 def _drop_stale(out: Path, keep: set[str]) -> None:
     """Results of another run in the same folder would pass for this run's (the CSV, a merge):
     remove those of submissions this run does not grade."""
@@ -322,6 +336,7 @@ def run_cli(args: argparse.Namespace) -> int:
     try:
         shard = inputs.parse_shard(args.shard) if args.shard else (0, 1)
         paths = [Path(p).expanduser() for p in args.paths]
+        expect_exactly(paths, args.expect)
         run = grade_class(
             paths,
             Path(args.out).expanduser(),

@@ -1,4 +1,22 @@
-"""``gpushare class job``: the class grade as a Kubernetes Indexed Job, printed as YAML.
+"""``gpushare class job``: the class grade on Kubernetes, printed as a procedure (a bash script).
+
+The procedure, in order, each step waiting for the one before (:func:`procedure`):
+
+1. two claims, ReadWriteMany: the snapshots (filled in step 2, mounted read-only by the
+   graders) and the results;
+2. a loader pod that mounts the snapshots claim; the script streams the local folder into it
+   (``tar | kubectl exec -i ... tar -x``, what ``kubectl cp`` does underneath, with tar's own
+   unambiguous semantics), then writes the ready marker :data:`READY` and deletes the pod;
+3. the Indexed Job: each pod waits for the marker (an init container, bounded by
+   :data:`READY_WAIT`), then runs ``class grade --expect N``, which refuses (exit 2) a folder
+   that does not hold exactly the N snapshots the script counted; exit 2 fails the index at
+   once (``podFailurePolicy``), anything else is retried once (``backoffLimitPerIndex``);
+4. the merge, a Job of one pod with a writable ``/tmp`` (matplotlib's cache);
+5. a retriever pod that mounts the results read-only; the script streams ``class/`` out
+   (grades.csv, report.html and every learner's results) and deletes the pod.
+
+So the Job can never grade a half-copied folder: the marker is written only after tar ended
+well, and the count is checked again by every pod.
 
 Pod ``i`` of ``N`` runs ``gpushare class grade /snapshots --shard i/N --out /results/shard-i``
 (``i`` from ``JOB_COMPLETION_INDEX``, which the Job controller sets from the pod's completion
@@ -18,10 +36,15 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+from dataclasses import dataclass, field
 from typing import Any
+
+from gpushare.submissions.snapshot import SUFFIX
 
 SNAPSHOTS = "/snapshots"
 RESULTS = "/results"
+READY = ".gpushare-ready"  # in the snapshots claim: written once every snapshot is in
+READY_WAIT = 3600  # seconds a grading pod waits for it before it gives up (exit 2)
 INDEX = "JOB_COMPLETION_INDEX"
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 
@@ -132,7 +155,7 @@ def manifests(
     objects: list[dict[str, Any]] = []
     if claims:
         for claim, mode, size in (
-            (snapshots_claim, "ReadOnlyMany", snapshots_size),
+            (snapshots_claim, "ReadWriteMany", snapshots_size),  # the loader writes it
             (results_claim, "ReadWriteMany", results_size),
         ):
             spec: dict[str, Any] = {
@@ -149,31 +172,308 @@ def manifests(
                     "spec": spec,
                 }
             )
-    objects.append(job)
+    objects.append(_wait_for_the_loader(job, image))
     return objects
 
 
-def render(objects: list[dict[str, Any]], shards: int, results_claim: str) -> str:
+# --------------------------------------------------------------------------- the procedure
+
+
+def _restricted(container: dict[str, Any]) -> dict[str, Any]:
+    """A pod of the procedure that runs no learner's script: Pod Security ``restricted``."""
+    container["securityContext"] = {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "readOnlyRootFilesystem": True,
+    }
+    return {
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": 1000,
+            "runAsGroup": 1000,
+            "fsGroup": 1000,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [container],
+    }
+
+
+def _wait_for_the_loader(job: dict[str, Any], image: str) -> dict[str, Any]:
+    """The grading pods start only once the loader marked the snapshots complete, and a
+    refusal (exit 2: not the expected snapshots, no sandbox) fails its index without a retry
+    that could only be refused again."""
+    spec = job["spec"]
+    spec["podFailurePolicy"] = {
+        "rules": [
+            {"action": "FailIndex", "onExitCodes": {"operator": "In", "values": [2]}},
+            {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
+        ]
+    }
+    marker = f"{SNAPSHOTS}/{READY}"
+    wait = (
+        f'timeout {READY_WAIT} sh -c "until [ -e {marker} ]; do sleep 2; done" || '
+        f'{{ echo "gpushare: no {marker} after {READY_WAIT} s: the snapshots were never '
+        'marked complete (step 2 of the procedure)" >&2; exit 2; }'
+    )
+    init = _restricted(
+        {
+            "name": "wait-ready",
+            "image": image,
+            "command": ["sh", "-c", wait],
+            "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
+            "volumeMounts": [{"name": "snapshots", "mountPath": SNAPSHOTS, "readOnly": True}],
+        }
+    )["containers"]
+    spec["template"]["spec"]["initContainers"] = init
+    return job
+
+
+def _pod(name: str, meta: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, **meta}, "spec": spec}
+
+
+def _helper_pod(
+    name: str,
+    meta: dict[str, Any],
+    image: str,
+    claim: str,
+    mount: str,
+    read_only: bool,
+    seconds: int,
+) -> dict[str, Any]:
+    """A pod that only sleeps (bounded) while the script streams files in or out of it."""
+    spec = _restricted(
+        {
+            "name": "files",
+            "image": image,
+            "command": ["sleep", str(seconds)],
+            "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
+            "volumeMounts": [
+                {"name": "files", "mountPath": mount, **({"readOnly": True} if read_only else {})}
+            ],
+        }
+    )
+    volume = {"claimName": claim, **({"readOnly": True} if read_only else {})}
+    spec.update(
+        restartPolicy="Never",
+        activeDeadlineSeconds=seconds,
+        volumes=[{"name": "files", "persistentVolumeClaim": volume}],
+    )
+    return _pod(name, meta, spec)
+
+
+def merge_job(
+    *, image: str, shards: int, name: str, meta: dict[str, Any], results_claim: str, memory: str
+) -> dict[str, Any]:
+    """``class merge`` of every shard, named one by one (a missing shard is an error, not a
+    smaller class), with the writable ``/tmp`` and ``MPLCONFIGDIR`` matplotlib needs."""
+    command = [
+        "gpushare",
+        "class",
+        "merge",
+        *(f"{RESULTS}/shard-{i}" for i in range(shards)),
+        "--out",
+        f"{RESULTS}/class",
+    ]
+    spec = _restricted(
+        {
+            "name": "merge",
+            "image": image,
+            "command": command,
+            "env": [
+                {"name": "MPLCONFIGDIR", "value": "/tmp/matplotlib"},
+                {"name": "HOME", "value": "/tmp"},
+                {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
+            ],
+            "resources": {"requests": {"cpu": "1", "memory": memory}, "limits": {"memory": memory}},
+            "volumeMounts": [
+                {"name": "results", "mountPath": RESULTS},
+                {"name": "tmp", "mountPath": "/tmp"},
+            ],
+        }
+    )
+    spec.update(
+        restartPolicy="Never",
+        volumes=[
+            {"name": "results", "persistentVolumeClaim": {"claimName": results_claim}},
+            {"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}},
+        ],
+    )
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": f"{name}-merge", **meta},
+        "spec": {"backoffLimit": 1, "template": {"metadata": {}, "spec": spec}},
+    }
+
+
+@dataclass
+class Step:
+    """One step of the procedure: what it is for, the objects it creates, the shell after."""
+
+    title: str
+    objects: list[dict[str, Any]] = field(default_factory=list)
+    shell: list[str] = field(default_factory=list)
+    before: list[str] = field(default_factory=list)  # an earlier run's leftovers removed
+
+
+def procedure(*, expect: int, **options: Any) -> list[Step]:
+    """The whole procedure: :func:`manifests`, then the pods and commands around them."""
+    if expect < 1:
+        raise ValueError("--expect must be at least 1 (the number of snapshots to grade)")
+    objects = manifests(**options)
+    image, name, shards = options["image"], options.get("name", "gpushare-class"), options["shards"]
+    snapshots_claim = options.get("snapshots_claim", "gpushare-snapshots")
+    results_claim = options.get("results_claim", "gpushare-results")
+    job = objects[-1]
+    meta = {k: v for k, v in job["metadata"].items() if k != "name"}
+    loader, merger, retriever = f"{name}-loader", f"{name}-merge", f"{name}-retriever"
+    claims = objects[:-1]
+    steps = [
+        Step(
+            "1. The claims: the snapshots (filled in step 2, read-only to the graders) and the "
+            "results.",
+            claims,
+            [] if claims else ["# (--no-claims: they exist already)"],
+        ),
+        Step(
+            f"2. The loader: stream the {expect} snapshots into their claim, then mark them "
+            "complete.",
+            [_helper_pod(loader, meta, image, snapshots_claim, SNAPSHOTS, False, 7200)],
+            [
+                f"k wait --for=condition=Ready pod/{loader} --timeout=15m",
+                f"k exec {loader} -- rm -f {SNAPSHOTS}/{READY}",
+                f'(cd "$SNAPSHOTS" && tar -cf - -- *{SUFFIX}) | k exec -i {loader} -- '
+                f"tar -xf - -C {SNAPSHOTS}",
+                f"k exec {loader} -- touch {SNAPSHOTS}/{READY}",
+                f"k delete pod {loader} --wait=false",
+            ],
+            [f"k delete pod {loader} --ignore-not-found"],
+        ),
+        Step(
+            f"3. The Indexed Job: {shards} pods, each waits for the marker, then grades its shard "
+            f"of exactly {expect} snapshots.",
+            [job],
+            [f"wait_job {name}"],
+            [f"k delete job {name} {merger} --ignore-not-found  # a Job cannot be changed"],
+        ),
+        Step(
+            "4. The merge: one grades.csv and one report.html in the results claim's class/.",
+            [
+                merge_job(
+                    image=image,
+                    shards=shards,
+                    name=name,
+                    meta=meta,
+                    results_claim=results_claim,
+                    memory=options.get("memory", "2Gi"),
+                )
+            ],
+            [f"wait_job {merger}"],
+        ),
+        Step(
+            '5. The results out: class/ into "$OUT" (grades.csv, report.html, every '
+            "learner's results).",
+            [_helper_pod(retriever, meta, image, results_claim, RESULTS, True, 3600)],
+            [
+                f"k wait --for=condition=Ready pod/{retriever} --timeout=15m",
+                'mkdir -p "$OUT"',
+                f'k exec {retriever} -- tar -cf - -C {RESULTS}/class . | tar -xf - -C "$OUT"',
+                f"k delete pod {retriever} --wait=false",
+                'echo "grades.csv:  $OUT/grades.csv"',
+                'echo "report.html: $OUT/report.html"',
+            ],
+            [f"k delete pod {retriever} --ignore-not-found"],
+        ),
+    ]
+    return steps
+
+
+def objects_of(steps: list[Step]) -> list[dict[str, Any]]:
+    return [o for s in steps for o in s.objects]
+
+
+HEREDOC = "YAML"  # the delimiter of each step's objects in the printed script
+
+
+def parse_script(text: str) -> list[list[dict[str, Any]]]:
+    """The objects of each ``kubectl apply`` in a printed procedure, in order (for tests and
+    ``make images``, which run what was printed, not a second copy of it)."""
+    import re
+
     import yaml
 
-    head = (
-        f"# gpushare class grade as an Indexed Job of {shards} pods.\n"
-        f"# Copy the snapshots into the claim mounted at {SNAPSHOTS}, then "
-        "`kubectl apply -f` this.\n"
-        f"# When the Job is complete, on anything that mounts {results_claim}:\n"
-        f"#   gpushare class merge {RESULTS}/shard-* --out {RESULTS}/class\n"
-    )
+    blocks = re.findall(rf"<<'{HEREDOC}'\n(.*?)\n{HEREDOC}\n", text, re.S)
+    return [[d for d in yaml.safe_load_all(b) if d] for b in blocks]
+
+
+def _yaml(objects: list[dict[str, Any]]) -> str:
+    import yaml
 
     class Plain(yaml.SafeDumper):
         def ignore_aliases(self, data: Any) -> bool:  # the labels repeated, not &id001/*id001
             return True
 
-    return head + yaml.dump_all(objects, Dumper=Plain, sort_keys=False, default_flow_style=False)
+    return yaml.dump_all(objects, Dumper=Plain, sort_keys=False, default_flow_style=False)
+
+
+def render(steps: list[Step], *, image: str, namespace: str | None, expect: int, argv: str) -> str:
+    """The procedure as a bash script: run it where kubectl reaches the cluster."""
+    ns = f" --namespace {shlex.quote(namespace)}" if namespace else ""
+    img = shlex.quote(image)
+    lines = [
+        "#!/usr/bin/env bash",
+        f"# gpushare class grade on Kubernetes, printed by: {argv}",
+        "#",
+        "# Run it where kubectl reaches the cluster, with the folder of the class's snapshots:",
+        "#   bash class-job.sh SNAPSHOTS_DIR [OUT_DIR]      (OUT_DIR: default ./class)",
+        "# Each step waits for the one before; no pod grades before every snapshot is in.",
+        "# Cluster needs (README, 'Beyond one machine'): Kubernetes 1.33+ (backoffLimitPerIndex",
+        "# GA; 1.29+ with it beta), a storage class with ReadWriteMany, Pod Security level",
+        "# 'privileged' for the grading pods (the sandbox's unconfined seccomp), 'restricted'",
+        "# enough for the others.",
+        "#",
+        "# 0. The image, once per gpushare release, from a checkout (not run by this script):",
+        f"#      podman build -t {img} -f Containerfile .",
+        f"#      podman push {img}",
+        "#    (podman login to the registry first if it asks; a private registry also needs an",
+        "#    imagePullSecret in the namespace)",
+        "set -euo pipefail",
+        'SNAPSHOTS="${1:?usage: bash class-job.sh SNAPSHOTS_DIR [OUT_DIR]}"',
+        'OUT="${2:-class}"',
+        f"EXPECT={expect}",
+        f'k() {{ "${{KUBECTL:-kubectl}}"{ns} "$@"; }}',
+        "wait_job() {  # until the Job is Complete (0) or Failed (1)",
+        "    local state",
+        "    while :; do",
+        '        state="$(k get job "$1" -o '
+        'jsonpath=\'{range .status.conditions[?(@.status=="True")]}{.type} {end}\')"',
+        '        case " $state " in',
+        '            *" Complete "*) echo "Job $1: complete"; return 0 ;;',
+        f'            *" Failed "*) echo "Job $1 failed: kubectl{ns} describe job $1" >&2;'
+        " return 1 ;;",
+        "        esac",
+        "        sleep 5",
+        "    done",
+        "}",
+        f'found="$(find "$SNAPSHOTS" -maxdepth 1 -type f -name \'*{SUFFIX}\' | wc -l)"',
+        'if [ "$found" -ne "$EXPECT" ]; then',
+        f'    echo "class-job: expected $EXPECT *{SUFFIX} in $SNAPSHOTS, found $found" >&2',
+        "    exit 2",
+        "fi",
+    ]
+    for step in steps:
+        lines += ["", f"# {step.title}", *step.before]
+        if step.objects:
+            lines += [f"k apply -f - <<'{HEREDOC}'", _yaml(step.objects).rstrip("\n"), HEREDOC]
+        lines += step.shell
+    return "\n".join(lines) + "\n"
 
 
 def grade_args(args: argparse.Namespace) -> list[str]:
     """The ``class grade`` options each pod runs with."""
-    out = ["--seed", str(args.seed), "--timeout", f"{args.timeout:g}"]
+    out = ["--expect", str(args.expect), "--seed", str(args.seed)]
+    out += ["--timeout", f"{args.timeout:g}"]
     out += ["--jobs", str(args.jobs or _cores(args.cpu))]
     if args.lang:
         out += ["--lang", args.lang]
@@ -193,7 +493,8 @@ def _cores(cpu: str) -> int:
 
 def run_cli(args: argparse.Namespace) -> int:
     try:
-        objects = manifests(
+        steps = procedure(
+            expect=args.expect,
             image=args.image,
             shards=args.shards,
             name=args.name,
@@ -212,7 +513,10 @@ def run_cli(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"gpushare: {exc}", file=sys.stderr)
         return 2
-    sys.stdout.write(render(objects, args.shards, args.results_claim))
+    argv = shlex.join(["gpushare", *sys.argv[1:]]) if sys.argv[1:2] == ["class"] else "gpushare"
+    sys.stdout.write(
+        render(steps, image=args.image, namespace=args.namespace, expect=args.expect, argv=argv)
+    )
     return 0
 
 

@@ -10,11 +10,17 @@ file can be mailed or opened from a USB stick.
 
 from __future__ import annotations
 
+import contextlib
 import html
 import io
+import os
 import re
+import shutil
 import statistics
+import sys
+import tempfile
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
@@ -40,7 +46,45 @@ def write(
     seed: int,
     diff: Diff | None = None,
 ) -> Path:
-    return write_text(path, render(rows, checks, lang, seed=seed, diff=diff))
+    with _matplotlib_home(path.parent):
+        page = render(rows, checks, lang, seed=seed, diff=diff)
+    return write_text(path, page)
+
+
+@contextlib.contextmanager
+def _matplotlib_home(near: Path) -> Iterator[None]:
+    """matplotlib stops with a traceback when it finds no writable config folder
+    (``MPLCONFIGDIR``, else ``~/.config/matplotlib``, else a new one in the temp dir): so it is
+    in a pod with a read-only root and no writable ``/tmp``, and report.html was never
+    written. There, a folder beside the report is lent to it for the plots, then removed."""
+    if "matplotlib" in sys.modules or os.environ.get("MPLCONFIGDIR") or _default_writable():
+        yield
+        return
+    near.mkdir(parents=True, exist_ok=True)
+    lent = tempfile.mkdtemp(prefix=".matplotlib-", dir=near)
+    os.environ["MPLCONFIGDIR"] = lent
+    try:
+        yield
+    finally:
+        os.environ.pop("MPLCONFIGDIR", None)
+        shutil.rmtree(lent, ignore_errors=True)
+
+
+def _default_writable() -> bool:
+    """Whether matplotlib's own choices of a config folder would work (its order)."""
+    try:
+        base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+        folder = Path(base) / "matplotlib"
+        folder.mkdir(parents=True, exist_ok=True)
+        if os.access(folder, os.W_OK) and folder.is_dir():
+            return True
+    except (OSError, RuntimeError):  # RuntimeError: no home directory at all
+        pass
+    try:
+        shutil.rmtree(tempfile.mkdtemp(prefix="matplotlib-"))
+    except OSError:
+        return False
+    return True
 
 
 def render(

@@ -25,6 +25,11 @@ from typing import Any
 
 from gpushare.lab.kubeapi import Client, KubeconfigError, Unreachable, Verbs, decode
 
+LIVE_MISSING = (
+    "a kubeconfig you name is read by the official kubernetes package, which is not installed "
+    "here: pip install 'gpushare[live]' (make install does)"
+)
+
 
 @dataclass(frozen=True)
 class Target:
@@ -157,9 +162,12 @@ class OfficialClient(Verbs):
 
     @classmethod
     def load(cls, target: Target, timeout: float = 10.0) -> OfficialClient:
-        from kubernetes import client as k8s_client
-        from kubernetes import config as k8s_config
-        from kubernetes.config.config_exception import ConfigException
+        try:
+            from kubernetes import client as k8s_client
+            from kubernetes import config as k8s_config
+            from kubernetes.config.config_exception import ConfigException
+        except ImportError:  # the `live` extra: grading images and Gradescope go without it
+            raise KubeconfigError(LIVE_MISSING) from None
 
         missing = [f for f in target.files if not Path(f).is_file()]
         if missing and len(missing) == len(target.files):

@@ -3,7 +3,8 @@
 The bundle is a zip in Gradescope's layout (gradescope-autograders.readthedocs.io, "Autograder
 Specifications"): ``setup.sh`` and ``run_autograder`` at its root, then this package
 (``src/gpushare``), the graders, the step 6 fixtures, a pinned ``requirements.txt``, the
-settings (:data:`SETTINGS`: deadline, language, sandbox) and the instructor's policy if any.
+settings (:data:`SETTINGS`: deadline, language, sandbox) and ``policy.toml`` (the instructor's
+``--policy``, else the defaults written out).
 Gradescope unpacks it into ``/autograder/source``, runs ``setup.sh`` once when it builds the
 image, and ``run_autograder`` once per submission with the upload in ``/autograder/submission``.
 Both scripts take their root from ``AUTOGRADER_ROOT`` (default ``/autograder``), so the same
@@ -29,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 import zipfile
@@ -39,9 +41,18 @@ DEFAULT_ROOT = "/autograder"
 DEFAULT_TIMEOUT = 480.0  # Gradescope stops everything at 600 s; results must be out before
 SETTINGS = "gpushare-autograder.json"
 POLICY = "policy.toml"
+# The bundle's policy.toml when no --policy is given: the defaults, written out.
+DEFAULT_POLICY = """\
+# The visibility policy of this autograder: gpushare's defaults, as no --policy was given.
+# Every check is visible, and a failed check's feedback shows expected and found.
+[default]
+visibility = "visible"
+show_expected = true
+"""
 TEMPLATES = Path(__file__).with_name("templates")
-# What grading a snapshot imports beyond the standard library, pinned to the versions this
-# gpushare was tested with (the ones installed where the bundle is built).
+# What grading a snapshot imports beyond the standard library: their entries of the lock that
+# the grading image installs too (requirements/grade.lock: versions and hashes), copied as they
+# are, so both install the same files.
 REQUIREMENTS = ("PyYAML", "psutil")
 EXIT_OK, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # fixed: the same inputs give the same zip
@@ -55,16 +66,27 @@ class BundleError(Exception):
 
 
 def requirements() -> str:
-    """``name==version`` lines for :data:`REQUIREMENTS`, as installed here."""
-    from importlib.metadata import PackageNotFoundError, version
+    """The lock's entries for :data:`REQUIREMENTS` (``name==version`` and its hashes)."""
+    from gpushare.locations import lock_file
 
-    lines = []
-    for name in REQUIREMENTS:
-        try:
-            lines.append(f"{name}=={version(name)}")
-        except PackageNotFoundError:
-            raise BundleError(f"{name} is not installed here; run make install first") from None
-    return "\n".join(lines) + "\n"
+    lock = lock_file()
+    try:
+        text = lock.read_text(encoding="utf-8")
+    except OSError:
+        raise BundleError(f"no dependency lock at {lock}: build from a checkout") from None
+    entries: dict[str, str] = {}
+    for entry in re.split(r"\n(?=\S)", text):
+        match = re.match(r"([A-Za-z0-9_.-]+)==", entry)
+        if match:
+            entries[_normal(match[1])] = entry.rstrip() + "\n"
+    missing = [n for n in REQUIREMENTS if _normal(n) not in entries]
+    if missing:
+        raise BundleError(f"{lock} pins no {', '.join(missing)}: run make lock")
+    return "".join(entries[_normal(n)] for n in REQUIREMENTS)
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def _package_files() -> list[tuple[str, Path]]:
@@ -119,28 +141,28 @@ def bundle(
             lang = messages.resolve_lang(lang)
         except ValueError as exc:
             raise BundleError(str(exc)) from None
-    policy_bytes = None
+    policy_bytes = DEFAULT_POLICY.encode()  # always one, so every bundle has the same layout
     if policy is not None:
         try:
             load(Path(policy))
         except PolicyError as exc:
             raise BundleError(str(exc)) from None
         policy_bytes = Path(policy).read_bytes()
+    lang = lang or _default_lang()  # written out: never the builder's locale, nor null
     settings = {
         "gpushare_version": __version__,
         "timeout": timeout,
         "lang": lang,
         "sandbox": sandbox,
-        "policy": POLICY if policy_bytes is not None else None,
+        "policy": POLICY,
     }
     members: list[tuple[str, bytes, int]] = [
         ("setup.sh", (TEMPLATES / "setup.sh").read_bytes(), 0o755),
         ("run_autograder", (TEMPLATES / "run_autograder").read_bytes(), 0o755),
         ("requirements.txt", requirements().encode(), 0o644),
         (SETTINGS, (json.dumps(settings, indent=2) + "\n").encode(), 0o644),
+        (POLICY, policy_bytes, 0o644),
     ]
-    if policy_bytes is not None:
-        members.append((POLICY, policy_bytes, 0o644))
     for name, path in _package_files():
         members.append((name, path.read_bytes(), 0o644))
     out = Path(out)
@@ -157,6 +179,16 @@ def bundle(
     finally:
         tmp.unlink(missing_ok=True)
     return out
+
+
+def _default_lang() -> str:
+    """Without ``--lang``: ``GPUSHARE_LANG``, else the documented default (zh)."""
+    from gpushare.reports import messages
+
+    try:
+        return messages.resolve_lang(os.environ.get("GPUSHARE_LANG") or messages.DEFAULT_LANG)
+    except ValueError as exc:
+        raise BundleError(str(exc)) from None
 
 
 # --------------------------------------------------------------------------- run_autograder

@@ -9,8 +9,9 @@
 # Knobs, for running the same layout elsewhere (tests, a runner of one's own):
 #   AUTOGRADER_ROOT     the root (source/ is this bundle unpacked; venv/ is made there)
 #   GPUSHARE_PYTHON     the interpreter to build the venv from (default: the newest python3.x
-#                       that is 3.11.4 or later: snapshots are unpacked with tarfile's data
-#                       filter, new in 3.11.4)
+#                       that is 3.11 or later; Debian 12's own 3.11.2 will do: tarfile's data
+#                       filter, new in 3.11.4, is a second opinion used where present, on top
+#                       of gpushare's own checks of every archive member)
 #   GPUSHARE_PIP_ARGS   extra pip arguments, e.g. "--no-index --find-links /wheels" offline
 #   GPUSHARE_SETUP_APT  0: never call apt-get (default 1: only for what is missing)
 set -euo pipefail
@@ -35,8 +36,8 @@ apt_install() {
 find_python() {
     local py
     for py in ${GPUSHARE_PYTHON:-} python3.13 python3.12 python3.11 python3; do
-        if command -v "$py" >/dev/null 2>&1 && "$py" -c 'import sys, tarfile
-sys.exit(sys.version_info < (3, 11) or not hasattr(tarfile, "data_filter"))' 2>/dev/null; then
+        if command -v "$py" >/dev/null 2>&1 \
+            && "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
             command -v "$py"
             return 0
         fi
@@ -46,18 +47,19 @@ sys.exit(sys.version_info < (3, 11) or not hasattr(tarfile, "data_filter"))' 2>/
 
 [ -f "$SOURCE/requirements.txt" ] || die "no $SOURCE/requirements.txt: unpack the bundle into $SOURCE"
 
-# 1. Python >= 3.11.4. Ubuntu 24.04's python3 is 3.12; Ubuntu 22.04 (Gradescope's default
-#    image) has 3.10 as python3, so a python3.12 comes from the deadsnakes PPA there.
+# 1. Python >= 3.11: the base's own where it has one (Ubuntu 24.04: 3.12; Debian 12: 3.11.2).
+#    Else from the release's own archive, one version after the other (Ubuntu 22.04, Gradescope's
+#    default, has python3.11 in universe); never a PPA: add-apt-repository alone pulls some 80
+#    packages, and a PPA's key and network are one more way to fail while the image builds.
 if ! PY="$(find_python)"; then
-    apt_ok || die "no Python >= 3.11.4 here, and no apt-get to install one (set GPUSHARE_PYTHON)"
-    say "installing python3.12 with apt-get (the deadsnakes PPA where the release lacks it)"
-    if ! apt_install python3.12 python3.12-venv 2>/dev/null; then
-        apt_install software-properties-common gpg-agent
-        add-apt-repository -y ppa:deadsnakes/ppa
-        APT_UPDATED=""
-        apt_install python3.12 python3.12-venv
-    fi
-    PY="$(find_python)" || die "python3.12 was installed but does not run"
+    apt_ok || die "no Python >= 3.11 here, and no apt-get to install one (set GPUSHARE_PYTHON)"
+    for version in 3.13 3.12 3.11; do
+        say "installing python$version with apt-get (if this release has it)"
+        if apt_install "python$version" "python$version-venv" >/dev/null 2>&1; then
+            break
+        fi
+    done
+    PY="$(find_python)" || die "no Python >= 3.11 in this release's archive: pick a newer base image (Ubuntu 24.04, Debian 12) or set GPUSHARE_PYTHON"
 fi
 say "python: $PY ($("$PY" -c 'import sys; print(sys.version.split()[0])'))"
 
