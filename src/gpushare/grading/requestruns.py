@@ -226,6 +226,12 @@ class RequestRuns:
         passed, reason = requestcases.judge(case, outcome.returncode or 0, outcome.stdout)
         if outcome.returncode is None or outcome.returncode < 0:
             passed, reason = False, "killed"
+        elif not passed and outcome.returncode > 0 and requestcases.parse_output(
+            outcome.stdout
+        ) == ((), False):
+            # an error exit before any answer (a traceback, most often): the script crashed,
+            # which "did not print OK" would misdescribe as a wrong answer
+            reason = "crashed"
         return CaseRun(case, outcome, None, passed, reason)
 
     def _as_shown(self, outcome: sandbox.RunResult, name: str) -> None:
