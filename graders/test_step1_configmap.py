@@ -15,6 +15,7 @@ from gpushare.grading.labstate import CONFIGMAP_NAME, CONFIGMAP_NS, GPU
 from gpushare.submissions.workdir import load_yaml_text, yaml_kind
 
 FILE = "k8s/device-plugin-configs.yaml"
+HOME = "sharing.timeSlicing"  # where failRequestsGreaterThanOne belongs
 
 
 @check("1.1", 2)
@@ -90,16 +91,17 @@ def test_1_4_shared_refuses_multi_slice_requests(lab):
         elsewhere = [
             p
             for p in field_paths(cfg, "failRequestsGreaterThanOne")
-            if p[0] != ("sharing.timeSlicing.failRequestsGreaterThanOne")
+            if p[0] != f"{HOME}.failRequestsGreaterThanOne"
         ]
         if value is None and elsewhere:
-            found = T(
-                "field_found_at",
-                path=elsewhere[0][0],
-                home="sharing.timeSlicing",
-                field="failRequestsGreaterThanOne",
+            path, at = elsewhere[0]
+            parent = path.rpartition(".")[0]
+            found = (
+                T("field_found_at", field="failRequestsGreaterThanOne", path=parent, home=HOME)
+                if parent
+                else T("field_misplaced", field="failRequestsGreaterThanOne", home=HOME)
             )
-            line = elsewhere[0][1] or line
+            line = at or line
         fail(
             expected="failRequestsGreaterThanOne: true",
             found=found,

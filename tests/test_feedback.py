@@ -522,7 +522,7 @@ def test_a_misplaced_field_is_told_where_it_belongs(outcomes):
     for number in ("1.3", "1.4"):
         for text in _render(o, number, "found").values():
             assert "sharing.timeSlicing" in text, text
-    assert "sharing.failRequestsGreaterThanOne" in _render(o, "1.4", "found")["en"]
+    assert "written under sharing," in _render(o, "1.4", "found")["en"]
 
 
 def test_8_2_hint_does_not_praise_more_gpus(outcomes):
