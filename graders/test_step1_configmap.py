@@ -5,6 +5,7 @@ from gpushare.grading.lab_rules import (
     config_format_problem,
     device_plugin_config,
     dig,
+    field_paths,
     find_object,
     objects_of,
     show_field,
@@ -15,6 +16,7 @@ from gpushare.grading.labstate import CONFIGMAP_NAME, CONFIGMAP_NS, GPU
 from gpushare.submissions.workdir import load_yaml_text, yaml_kind
 
 FILE = "k8s/device-plugin-configs.yaml"
+HOME = "sharing.timeSlicing"  # where failRequestsGreaterThanOne belongs
 
 
 @check("1.1", 2)
@@ -36,7 +38,11 @@ def test_1_2_file_describes_the_configmap(lab, work):
     obj = find_object(objs, "ConfigMap", CONFIGMAP_NAME, CONFIGMAP_NS, FILE)
     data = obj.get("data")
     if not isinstance(data, dict):
-        fail(expected=T("key_present", key="data"), found=T("absent"), where=f"{FILE}:{obj.line}")
+        found = T("absent")
+        if "binaryData" in obj:  # kubectl takes it, but the plugin reads its configs from data
+            found = T("binarydata_instead", key="binaryData", wanted="data")
+        line = obj.line_of("binaryData") if "binaryData" in obj else obj.line
+        fail(expected=T("key_present", key="data"), found=found, where=f"{FILE}:{line}")
     for key in ("default", "shared"):
         if not isinstance(data.get(key), str):
             fail(
@@ -66,7 +72,7 @@ def test_1_2_file_describes_the_configmap(lab, work):
 @check("1.3", 2)
 def test_1_3_both_are_valid_device_plugin_configs(lab):
     for key in ("default", "shared"):
-        problem = config_format_problem(device_plugin_config(lab, key))
+        problem = config_format_problem(device_plugin_config(lab, key), key)
         if problem:
             expected, found, line = problem
             fail(expected=expected, found=found, where=where_cm(key, line))
@@ -80,10 +86,27 @@ def test_1_4_shared_refuses_multi_slice_requests(lab):
         fail(expected="sharing.timeSlicing", found=T("absent"), where=where_cm("shared"))
     value = ts.get("failRequestsGreaterThanOne")
     if value is not True:
+        found = T("absent") if value is None else show_field("failRequestsGreaterThanOne", value)
+        line = ts.line_of("failRequestsGreaterThanOne")
+        # written, but at another level, where the plugin drops it: say where, and where to
+        elsewhere = [
+            p
+            for p in field_paths(cfg, "failRequestsGreaterThanOne")
+            if p[0] != f"{HOME}.failRequestsGreaterThanOne"
+        ]
+        if value is None and elsewhere:
+            path, at = elsewhere[0]
+            parent = path.rpartition(".")[0]
+            found = (
+                T("field_found_at", field="failRequestsGreaterThanOne", path=parent, home=HOME)
+                if parent
+                else T("field_misplaced", field="failRequestsGreaterThanOne", home=HOME)
+            )
+            line = at or line
         fail(
             expected="failRequestsGreaterThanOne: true",
-            found=T("absent") if value is None else show_field("failRequestsGreaterThanOne", value),
-            where=where_cm("shared", ts.line_of("failRequestsGreaterThanOne")),
+            found=found,
+            where=where_cm("shared", line),
         )
 
 

@@ -3,6 +3,7 @@
 from gpushare.grading.checks import T, check, fail
 from gpushare.grading.lab_rules import (
     CONFIG_FOR_NODE,
+    LAB_REPLICAS,
     PHYSICAL_GPUS,
     node_resource,
     shared_replicas,
@@ -12,8 +13,8 @@ from gpushare.grading.labstate import CONFIG_LABEL, GPU, show_quantity
 
 def _node(lab, name):
     node = lab.nodes().get(name)
-    if node is None:
-        fail(expected=T("node_present", node=name), found=T("absent"), where=T("cluster_nodes"))
+    if node is None:  # the lab made it; a learner cannot make it again, a reset does
+        fail(problem=T("lab_node_missing", node=name), where=T("cluster_nodes"))
     return node
 
 
@@ -30,13 +31,14 @@ def _label_check(lab, name):
         )
 
 
-def _gpu_count_check(lab, name, want, derivation):
+def _gpu_count_check(lab, name, want, derivation, note=None):
     node = _node(lab, name)
     found = {f: node_resource(node, f, GPU) for f in ("capacity", "allocatable")}
     wrong = {f: v for f, v in found.items() if v != want}
     if wrong:
+        expected = T("gpu_count", value=want, derivation=derivation)
         fail(
-            expected=T("gpu_count", value=want, derivation=derivation),
+            expected=[expected, note] if note is not None else expected,
             found=", ".join(f"{f}={show_quantity(v)}" for f, v in found.items()),
             where=T(
                 "node_status", node=name, fields=tuple(f"status.{f}" for f in wrong), resource=GPU
@@ -61,10 +63,20 @@ def test_2_3_lab_node_0_advertises_its_two_gpus(lab):
 
 @check("2.4", 4)
 def test_2_4_lab_node_1_advertises_gpus_times_replicas(lab):
+    """The count follows the ConfigMap's replicas, so a wrong replicas costs 1.5 and not this
+    check too; but the lab's own number (2 x 4 = 8) is always said: a learner must not be
+    left to think that a count from a wrong replicas is the lab's answer."""
     replicas = shared_replicas(lab)
-    derivation = T(
-        "derive_replicas" if replicas.from_configmap else "derive_replicas_fallback",
-        gpus=PHYSICAL_GPUS,
-        replicas=replicas.value,
-    )
-    _gpu_count_check(lab, "lab-node-1", PHYSICAL_GPUS * replicas.value, derivation)
+    note = None
+    if replicas.refused is not None:
+        derivation = T("derive_replicas_lab", gpus=PHYSICAL_GPUS, replicas=replicas.value)
+        note = T("replicas_refused_note", refused=replicas.refused)
+    else:
+        derivation = T(
+            "derive_replicas" if replicas.from_configmap else "derive_replicas_fallback",
+            gpus=PHYSICAL_GPUS,
+            replicas=replicas.value,
+        )
+        if replicas.value != LAB_REPLICAS:
+            note = T("lab_replicas_note", replicas=LAB_REPLICAS, value=PHYSICAL_GPUS * LAB_REPLICAS)
+    _gpu_count_check(lab, "lab-node-1", PHYSICAL_GPUS * replicas.value, derivation, note)

@@ -2,21 +2,52 @@
 
 from gpushare.grading.checks import T, check, fail
 from gpushare.grading.lab_rules import MIG_NODE, MIG_PROFILE, find_object, line_of, objects_of
-from gpushare.grading.labstate import GPU, node_conditions, requested, show_quantity
+from gpushare.grading.labstate import (
+    GPU,
+    node_conditions,
+    pending_reason,
+    quantity,
+    requested,
+    show_quantity,
+)
 
 FILE = "k8s/mig-job.yaml"
 NS = "gpu-share"
 PODS = {"mig-job": MIG_PROFILE, "plain-gpu": GPU}
+FIELDS = ("capacity", "allocatable")
 
 
-def _cluster_pod(lab, name):
+def _file_pod(work, name):
+    """The file's pod ``name``, or None (a broken file is 4.1's to report)."""
+    objs = work.objects(FILE) if work is not None else None
+    for obj in objs if isinstance(objs, list) else []:
+        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        if obj.get("kind") == "Pod" and meta.get("name") == name:
+            return obj
+    return None
+
+
+def _absent(lab, work, name, expected):
+    """Fail for a pod that gpu-share lacks, saying where it is when another namespace has it.
+
+    A file that sets no namespace, applied without ``-n gpu-share``, puts its pods in the
+    current namespace (``default``): the pods exist, just not where the lab looks.
+    """
+    elsewhere = lab.namespaces_of_pod(name)
+    found = T("absent")
+    if elsewhere:
+        found = [T("pod_in_namespaces", pod=name, namespaces=tuple(elsewhere))]
+        pod = _file_pod(work, name)
+        meta = pod.get("metadata") if pod is not None else None
+        if isinstance(meta, dict) and not meta.get("namespace"):
+            found.append(T("file_sets_no_namespace", file=FILE, namespace=NS))
+    fail(expected=expected, found=found, where=T("cluster_pods", namespace=NS))
+
+
+def _cluster_pod(lab, work, name):
     pod = lab.pods(NS).get(name)
     if pod is None:
-        fail(
-            expected=T("pod_present", pod=f"{NS}/{name}"),
-            found=T("absent"),
-            where=T("cluster_pods", namespace=NS),
-        )
+        _absent(lab, work, name, T("pod_in_namespace", pod=name, namespace=NS))
     return pod
 
 
@@ -36,11 +67,7 @@ def test_4_1_file_holds_the_two_pods(lab, work):
         pod = find_object(objs, "Pod", name, NS, FILE)
         live = lab.pods(NS).get(name)
         if live is None:
-            fail(
-                expected=T("applied_to_cluster"),
-                found=T("absent"),
-                where=T("cluster_pods", namespace=NS),
-            )
+            _absent(lab, work, name, T("applied_to_cluster"))
         if requested(live, resource) != requested(pod, resource) or sorted(
             str(c.get("name")) for c in live["spec"].get("containers", [])
         ) != sorted(str(c.get("name")) for c in pod["spec"].get("containers", [])):
@@ -60,22 +87,22 @@ def test_4_2_no_node_conditions(lab, work):
         if conds:
             fail(
                 expected=T("no_node_condition"),
-                found=", ".join(conds),
+                found=T("conditions_set", conditions=tuple(conds)),
                 where=line_of(pod, FILE, "spec", conds[0].split(".")[0]),
             )
     for name in PODS:
-        live = _cluster_pod(lab, name)
+        live = _cluster_pod(lab, work, name)
         conds = [c for c in node_conditions(live) if c != "nodeName"]
         if conds:
             fail(
                 expected=T("no_node_condition"),
-                found=", ".join(conds),
+                found=T("conditions_set", conditions=tuple(conds)),
                 where=T("cluster_pod", pod=f"{NS}/{name}"),
             )
 
 
-def _placed(lab, name, resource):
-    pod = _cluster_pod(lab, name)
+def _placed(lab, work, name, resource):
+    pod = _cluster_pod(lab, work, name)
     asked = requested(pod, resource)
     if asked != 1:
         fail(
@@ -85,26 +112,34 @@ def _placed(lab, name, resource):
         )
     node = (pod.get("spec") or {}).get("nodeName")
     if not node:
+        reason = pending_reason(pod)
         fail(
-            expected=T("scheduled"), found=T("pending"), where=T("cluster_pod", pod=f"{NS}/{name}")
+            expected=T("scheduled"),
+            found=[T("pending"), T("scheduler_says", message=reason)] if reason else T("pending"),
+            where=T("cluster_pod", pod=f"{NS}/{name}"),
         )
     return node
 
 
 @check("4.3", 4)
-def test_4_3_mig_job_lands_on_the_mig_node(lab):
-    node = _placed(lab, "mig-job", MIG_PROFILE)
+def test_4_3_mig_job_lands_on_the_mig_node(lab, work):
+    node = _placed(lab, work, "mig-job", MIG_PROFILE)
     if node != MIG_NODE:
+        found = [T("on_node", node=node)]
+        status = (lab.nodes().get(node) or {}).get("status") or {}
+        advertised = [quantity((status.get(f) or {}).get(MIG_PROFILE)) for f in FIELDS]
+        if any(advertised):  # the scheduler was right: that node offers the profile too
+            found.append(T("also_advertises", node=node, resource=MIG_PROFILE))
         fail(
             expected=T("on_node", node=MIG_NODE),
-            found=T("on_node", node=node),
+            found=found,
             where=T("cluster_pod", pod=f"{NS}/mig-job"),
         )
 
 
 @check("4.4", 4)
-def test_4_4_plain_gpu_avoids_the_mig_node(lab):
-    node = _placed(lab, "plain-gpu", GPU)
+def test_4_4_plain_gpu_avoids_the_mig_node(lab, work):
+    node = _placed(lab, work, "plain-gpu", GPU)
     if node == MIG_NODE:
         fail(
             expected=T("not_on_node", node=MIG_NODE),

@@ -4,8 +4,29 @@ The learner's script is run for real (see gpushare.grading.requestruns): on the 
 unseen cases generated from the run's seed, which the results record.
 """
 
+import re
+
 from gpushare.grading.checks import T, check, fail
 from gpushare.grading.requestruns import SCRIPT, TIMEOUT_S, stderr_tail
+
+# Where the interpreter that ran the script keeps its library and binaries: the sandbox's
+# own layout (e.g. /opt/gpushare-python), which is not the learner's and says nothing to
+# them. A traceback shows such a path as ``…/lib/python3.11/...`` and an interpreter as its
+# name; the learner's own paths (their script, the case's manifest) are left as they are.
+_PY_LIB = re.compile(r"(?<![\w.…-])/[^\s\"':]*?(?=/lib/python3(?:\.\d+)?/)")
+_PY_BIN = re.compile(r"(?<![\w.…-])/[^\s\"':]*/bin/(python3(?:\.\d+)?)\b")
+
+
+def neutral_paths(text: str) -> str:
+    """``text`` with the interpreter's install paths made neutral (see _PY_LIB)."""
+    return _PY_BIN.sub(r"\1", _PY_LIB.sub("…", text))
+
+
+def _lines(lines):
+    """Output lines on one line of feedback; "one per line" when there are several, so the
+    separator is not taken for part of the output."""
+    text = " | ".join(lines)[:200]
+    return T("script_lines", lines=text) if len(lines) > 1 else text
 
 
 def _script_ok(runs, strict=False):
@@ -24,11 +45,11 @@ def _output(run):
         return T("script_not_run", error=run.error) if run.error else T("script_reason_not_run")
     if run.reason == "timeout":
         return T("script_timeout", seconds=int(TIMEOUT_S))
-    text = " | ".join(ln.strip() for ln in run.result.stdout.splitlines() if ln.strip())
-    output = text[:200] if text else T("script_no_output")
+    lines = [ln.strip() for ln in run.result.stdout.splitlines() if ln.strip()]
+    output = _lines(lines) if lines else T("script_no_output")
     rc = run.result.returncode
     status = T("script_signal", signal=-rc) if rc is not None and rc < 0 else T("script_rc", rc=rc)
-    stderr = stderr_tail(run.result.stderr)
+    stderr = stderr_tail(neutral_paths(run.result.stderr))
     if stderr:  # on lines of its own, indented under the sentence that introduces it
         stderr = "\n".join("  " + line for line in stderr.splitlines())
         return T("script_run_stderr", status=status, output=output, stderr=stderr)
@@ -37,7 +58,7 @@ def _output(run):
 
 def _expected(case):
     lines = [f"OVER={n}={c}" for n, c in case.expect_over] or ["OK"]
-    return T("script_run", status=T("script_rc", rc=case.expect_rc), output=" | ".join(lines))
+    return T("script_run", status=T("script_rc", rc=case.expect_rc), output=_lines(lines))
 
 
 def _sample(runs, stem):
@@ -48,11 +69,7 @@ def _sample(runs, stem):
             problem=T("script_reason_" + run.reason),
             expected=_expected(run.case),
             found=_output(run),
-            where=T(
-                "script_case",
-                case=f"fixtures/check-request/{stem}.yaml",
-                description=run.case.description,
-            ),
+            where=T("script_case", case=run.case.name, description=run.case.description),
         )
 
 
@@ -84,11 +101,11 @@ def test_6_5_unseen_cases(request_runs):
     if wrong:
         first = wrong[0]
         fail(
+            # the seed is in the results (for a regrade), not in the learner's feedback
             problem=T(
                 "script_cases_failed",
                 failed=len(wrong),
                 total=len(runs),
-                seed=request_runs.seed,
                 case=first.case.name,
             ),
             expected=_expected(first.case),

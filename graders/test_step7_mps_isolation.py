@@ -86,14 +86,19 @@ def test_7_3_isolation_table_values(work):
     table = _table(work)
     answers = {k: _answer(table[k][0]) for k in ISOLATION if k in table}
     wrong = [k for k, a in answers.items() if a is not None and a != ISOLATION[k]]
-    unjudged = [k for k in ISOLATION if answers.get(k) is None]
-    if wrong or unjudged:
-        right = len(ISOLATION) - len(wrong) - len(unjudged)
+    # no answer at all (the key left out, or its value empty) is told apart from one that
+    # was written but is not yes, no or partial
+    missing = [k for k in ISOLATION if k not in table or not table[k][0].strip()]
+    unread = [k for k in ISOLATION if answers.get(k) is None and k not in missing]
+    if wrong or missing or unread:
+        right = len(ISOLATION) - len(wrong) - len(missing) - len(unread)
         found = [T("right_of", right=right, count=len(ISOLATION))]
         if wrong:  # only what was written: the right value is never shown
             found.append(T("wrong_answers", answers=tuple(f"{k}={table[k][0]}" for k in wrong)))
-        if unjudged:
-            found.append(T("unread_answers", keys=tuple(unjudged)))
+        if missing:
+            found.append(T("missing_answers", keys=tuple(missing)))
+        if unread:
+            found.append(T("unread_answers", keys=tuple(unread)))
         fail(
             expected=T("all_correct", count=len(ISOLATION)),
             found=found,

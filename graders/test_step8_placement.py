@@ -13,6 +13,7 @@ from gpushare.grading.lab_rules import (
 from gpushare.grading.labstate import (
     GPU,
     MIG_PREFIX,
+    pending_reason,
     pod_resources,
     requested,
     selects_by_label,
@@ -107,19 +108,31 @@ def test_8_2_pods_on_the_right_nodes(lab):
     for name in PODS:
         pod = pods.get(name)
         if pod is None:
+            elsewhere = lab.namespaces_of_pod(name)
             fail(
-                expected=T("pod_present", pod=f"{NS}/{name}"),
-                found=T("absent"),
+                expected=T("pod_in_namespace", pod=name, namespace=NS),
+                found=T("pod_in_namespaces", pod=name, namespaces=tuple(elsewhere))
+                if elsewhere
+                else T("absent"),
                 where=T("cluster_pods", namespace=NS),
             )
         problem = _resource_problem(pod)
         if problem:
-            fail(expected=problem[0], found=problem[1], where=T("cluster_pod", pod=f"{NS}/{name}"))
+            # the check's hint ("training is fastest on a whole GPU") would feed the very
+            # mistake of a pod asking for two: this one says what a slice or a GPU count means
+            fail(
+                expected=problem[0],
+                found=problem[1],
+                where=T("cluster_pod", pod=f"{NS}/{name}"),
+                hint=T("hint_one_device_each"),
+            )
         node = (pod.get("spec") or {}).get("nodeName")
         if node != PLACEMENT[name]:
+            reason = pending_reason(pod) if not node else None
+            found = T("on_node", node=node) if node else T("pending")
             fail(
                 expected=T("on_node", node=PLACEMENT[name]),
-                found=T("on_node", node=node) if node else T("pending"),
+                found=[found, T("scheduler_says", message=reason)] if reason else found,
                 where=T("cluster_pod", pod=f"{NS}/{name}"),
             )
 

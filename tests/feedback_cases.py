@@ -46,6 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RECORDING = ROOT / "tests" / "data" / "feedback-cases.json.gz"
 GRADERS = ROOT / "graders"
 SEED = 7
+LAB_WORKDIR = "/root/gpushare"  # the learner's work dir in the lab (LAB.md)
 ALL = "*"  # a case's ``fails``: every check
 
 
@@ -145,6 +146,19 @@ def _recreate_from(
     return apply
 
 
+def _apply_without_namespace(rel: str) -> Callable[[Any, Path], None]:
+    """Apply ``rel`` with its ``namespace:`` lines taken out and no ``-n``: its objects go to
+    the current namespace (``default``), as a file that sets no namespace does."""
+
+    def apply(lab: Any, wd: Path) -> None:
+        text = "".join(
+            ln for ln in (wd / rel).read_text().splitlines(True) if "namespace:" not in ln
+        )
+        _kubectl(lab, "apply", "-f", "-", input=text)
+
+    return apply
+
+
 def _script(body: str) -> Callable[[Path], None]:
     return _write("bin/check-request.sh", body, 0o755)
 
@@ -235,8 +249,28 @@ def extra_cases() -> list[Case]:
         ),
         c(
             "1.3 replicas 1",
-            frozenset({"1.3", "1.5", "2.4"}),
+            frozenset({"1.3", "1.5"}),  # 2.4: the plugin refuses 1, the lab's 8 is right
             cluster=_reapply_cm("            replicas: 4\n  mps", "            replicas: 1\n  mps"),
+        ),
+        c(
+            "2.4 replicas 1 and lab-node-1 advertising 2 × 1",
+            frozenset({"1.3", "1.5", "2.4"}),
+            cluster=_steps(
+                _reapply_cm("            replicas: 4\n  mps", "            replicas: 1\n  mps"),
+                _status(
+                    "lab-node-1",
+                    '{"status":{"capacity":{"nvidia.com/gpu":"2"},'
+                    '"allocatable":{"nvidia.com/gpu":"2"}}}',
+                ),
+            ),
+        ),
+        c(
+            "1.3 and 1.4: failRequestsGreaterThanOne under sharing, not sharing.timeSlicing",
+            frozenset({"1.3", "1.4"}),
+            cluster=_reapply_cm(
+                "    sharing:\n      timeSlicing:\n        failRequestsGreaterThanOne: true\n",
+                "    sharing:\n      failRequestsGreaterThanOne: true\n      timeSlicing:\n",
+            ),
         ),
         c(
             "1.3 replicas quoted as '4'",
@@ -349,6 +383,35 @@ def extra_cases() -> list[Case]:
             frozenset({"4.1", "4.2"}),
             files=lambda wd: (wd / "k8s/mig-job.yaml").write_text(
                 "- mig-job\n- plain-gpu\n---\n" + (wd / "k8s/mig-job.yaml").read_text()
+            ),
+        ),
+        c(
+            "4.x mig-job.yaml sets no namespace: its pods went to default",
+            frozenset({"4.1", "4.2", "4.3", "4.4"}),
+            cluster=_steps(
+                _k(
+                    "delete",
+                    "pod",
+                    "-n",
+                    "gpu-share",
+                    "mig-job",
+                    "plain-gpu",
+                    "--force",
+                    "--grace-period=0",
+                ),
+                _apply_without_namespace("k8s/mig-job.yaml"),
+                _k(
+                    "wait",
+                    "-n",
+                    "default",
+                    "--for=condition=PodScheduled",
+                    "pod/mig-job",
+                    "pod/plain-gpu",
+                    "--timeout=60s",
+                ),
+            ),
+            files=lambda wd: _edit(
+                wd / "k8s/mig-job.yaml", "  namespace: gpu-share\n", "", count=2
             ),
         ),
         c(
@@ -622,6 +685,26 @@ def extra_cases() -> list[Case]:
             ),
         ),
         c(
+            "8.2 batch-train recreated asking for 2 GPUs (the file asks for 1)",
+            frozenset({"8.2"}),
+            cluster=_steps(
+                # plain-gpu off lab-node-0 first, so that node's two GPUs are batch-train's
+                _k("cordon", "lab-node-0"),
+                _recreate_from(
+                    "gpu-share", "plain-gpu", "k8s/mig-job.yaml", 1, "kind: Pod", "kind: Pod"
+                ),
+                _k("uncordon", "lab-node-0"),
+                _recreate_from(
+                    "gpu-share",
+                    "batch-train",
+                    PLACEMENT,
+                    2,
+                    "nvidia.com/gpu: 1",
+                    "nvidia.com/gpu: 2",
+                ),
+            ),
+        ),
+        c(
             "8.3 placement.txt written in Latin-1, not UTF-8",
             frozenset({"8.3"}),
             files=lambda wd: (wd / "out/placement.txt").write_bytes(
@@ -700,18 +783,21 @@ def _export(lab: Any, workdir: Path, only_dry_runs: bool = False) -> dict[str, A
     return answers  # type: ignore[no-any-return]
 
 
-def record(cluster_name: str, out: Path = RECORDING) -> Path:
+def record(cluster_name: str, out: Path = RECORDING, only_new: bool = False) -> Path:
     """Play every case on the live lab ``cluster_name`` (reset first) and write the recording.
 
     File cases come first, on the solved lab; then each cluster case on a lab reset and solved
-    again, so every case has exactly one mistake.
+    again, so every case has exactly one mistake. ``only_new``: play only the cases the
+    recording at ``out`` lacks, and keep the others as they were recorded.
     """
     from gpushare.lab import cluster, solve
 
     lab = cluster.up(cluster_name)
-    clusters: dict[str, Any] = {}
-    cases: dict[str, Any] = {}
-    ordered = sorted(all_cases(), key=lambda c: c.fresh or c.cluster is not None)
+    kept = load(out) if only_new and out.exists() else {"clusters": {}, "cases": {}}
+    clusters: dict[str, Any] = dict(kept["clusters"])
+    cases: dict[str, Any] = dict(kept["cases"])
+    todo = [c for c in all_cases() if c.id not in cases]
+    ordered = sorted(todo, key=lambda c: c.fresh or c.cluster is not None)
     with tempfile.TemporaryDirectory(prefix="gpushare-feedback-") as tmp:
         solved = Path(tmp) / "solved"
 
@@ -817,7 +903,11 @@ def replay(data: dict[str, Any] | None = None) -> Iterator[Outcome]:
                 script = case["files"].get("bin/check-request.sh")
                 runs_key = json.dumps(script, sort_keys=True)
                 if runs_key not in runs_cache:
-                    runs_cache[runs_key] = RequestRuns.start(wd, default_fixtures(), data["seed"])
+                    # shown as the lab's work dir, as a learner's grade shows it, never as
+                    # this replay's temporary folder
+                    runs_cache[runs_key] = RequestRuns.start(
+                        wd, default_fixtures(), data["seed"], shown_workdir=LAB_WORKDIR
+                    )
                 inputs = {
                     "lab": LabState.recorded(data["clusters"][case["cluster"]]),
                     "work": Workdir(wd),
@@ -1037,11 +1127,14 @@ def main(argv: list[str] | None = None) -> int:
     rec = sub.add_parser("record", help="play every case on a live lab and record it")
     rec.add_argument("--cluster", required=True, help="a lab of your own (it is reset)")
     rec.add_argument("--out", type=Path, default=RECORDING)
+    rec.add_argument(
+        "--only-new", action="store_true", help="play only the cases the recording lacks"
+    )
     bk = sub.add_parser("book", help="render every case's feedback in zh, ko and en")
     bk.add_argument("--out", type=Path, default=ROOT / "build" / "feedback-book.md")
     args = parser.parse_args(argv)
     if args.command == "record":
-        print(f"wrote {record(args.cluster, args.out)}")
+        print(f"wrote {record(args.cluster, args.out, args.only_new)}")
     else:
         print(f"wrote {book(args.out)}")
     return 0

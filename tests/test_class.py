@@ -143,7 +143,7 @@ def test_the_report_honours_the_visibility_policy(graded, three, tmp_path):
     before, _ = graded
     bob = json.loads((before / "bob" / "results.json").read_text())
     unseen = next(t for t in bob["tests"] if t["number"] == "6.5")["output"]
-    case = re.search(r"first: (\S+)", unseen)
+    case = re.search(r"first failing case: (\S+)", unseen)
     assert case, unseen
     assert case[1] in (before / "report.html").read_text()
     policy = tmp_path / "policy.toml"

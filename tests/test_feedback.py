@@ -339,3 +339,279 @@ def test_stderr_tail_is_capped_and_clean():
     long = stderr_tail("x" * 5000)
     assert len(long) == 600 and long.startswith("…")
     assert stderr_tail("\n\n  \n") == ""
+
+
+# --- facts the grader adds (issue 21, review 2) ------------------------------------------------
+
+
+def _render(o: Outcome, number: str, part: str | None = None) -> dict[str, str]:
+    """The failure of ``number`` in every language: the whole text, or one part of it."""
+    failure = o.failures[number]
+    if part is None:
+        return {lang: messages.render_failure(number, failure, lang) for lang in messages.LANGS}
+    return {lang: messages.render_value(getattr(failure, part), lang) for lang in messages.LANGS}
+
+
+def _keys(value) -> set[str]:
+    """Every catalog key in a failure's value (a T, a list or tuple of them, or text)."""
+    if isinstance(value, messages.T):
+        return {value.key} | set().union(*(_keys(v) for v in value.params.values()))
+    if isinstance(value, list | tuple):
+        return set().union(*(_keys(v) for v in value)) if value else set()
+    return set()
+
+
+def test_2_4_names_the_labs_8(outcomes):
+    """Review 1, 2: the count a wrong replicas gives is not the lab's; the lab's 8 is said."""
+    hard = _case(outcomes, "2.4 replicas 2 but 8 hard-coded on lab-node-1")
+    expected = _render(hard, "2.4", "expected")
+    assert "lab_replicas_note" in _keys(hard.failures["2.4"].expected)
+    for text in expected.values():
+        assert text.startswith("4") or "均为 4" in text or "모두 4" in text, text
+        assert "replicas: 4" in text and "1.5" in text and text.rstrip().endswith("8"), text
+    # replicas 1 is refused by the device plugin: the lab's 2 x 4 = 8 is expected, not 2 x 1
+    refused = _case(outcomes, "2.4 replicas 1 and lab-node-1 advertising 2 × 1")
+    assert {"derive_replicas_lab", "replicas_refused_note"} <= _keys(
+        refused.failures["2.4"].expected
+    )
+    for text in _render(refused, "2.4", "expected").values():
+        assert re.search(r"(^|[^\d])8([^\d]|$)", text) and "1.3" in text and "1" in text, text
+    assert "2.4" not in _case(outcomes, "1.3 replicas 1").failures  # 8 there is right
+
+
+def test_default_with_sharing_is_told_to_have_none(outcomes):
+    """Review 4: 1.3 on default says what the lab asks (no sharing), not how to repair it."""
+    o = _case(outcomes, "1.3 sharing written as a string in default")
+    assert _keys(o.failures["1.3"].expected) == {"default_no_sharing"}
+    for text in _render(o, "1.3", "expected").values():
+        assert "sharing" in text and "1.6" in text and "YAML" not in text, text
+
+
+def test_a_missing_answer_is_missing_not_unreadable(outcomes):
+    """Review 5 / issue: a key left out or a value left empty is no answer; ``maybe`` is one
+    that cannot be read."""
+    for case, key in (
+        ("7.2 and 7.3: a key left out", "MIG_FAULT_ISOLATION"),
+        ("7.2 and 7.3: a value left empty", "MPS_MEMORY_ISOLATION"),
+    ):
+        o = _case(outcomes, case)
+        keys = _keys(o.failures["7.3"].found)
+        assert "missing_answers" in keys and "unread_answers" not in keys, case
+        en = _render(o, "7.3", "found")["en"]
+        assert f"no answer (see 7.2): {key}" in en, en
+    o = _case(outcomes, "7.2 and 7.3: a value that is not an answer")
+    assert "missing_answers" not in _keys(o.failures["7.3"].found)
+
+
+def test_hints_say_where_the_lab_text_is_wrong_and_name_the_labels():
+    """Review 6, 10: 3.2 says the lab's "A100 40GB" is wrong; 3.1 names both labels."""
+    for lang, wrong in (("en", "slip"), ("zh", "有误"), ("ko", "잘못된 표기")):
+        text = messages.hint("3.2", lang)
+        assert "A100 40GB" in text and wrong in text and "80 GB" in text, text
+        text = messages.hint("3.1", lang)
+        assert "nvidia.com/mig.strategy=mixed" in text and "nvidia.com/gpu.product" in text
+
+
+def test_a_config_that_is_a_list_says_list(outcomes):
+    """Review 25: the grader knows it is a list; it says so."""
+    o = _case(outcomes, "1.x the shared config is a YAML list")
+    for number in ("1.3", "1.4", "1.5", "7.1"):
+        found = _render(o, number, "found")
+        assert found["en"].startswith("a YAML list"), found
+        assert "YAML 列表" in found["zh"] and "YAML 리스트" in found["ko"], found
+
+
+def test_a_node_that_also_advertises_the_profile_is_named(outcomes):
+    """Review 26: mig-job went to lab-node-0 because lab-node-0 offers the profile too."""
+    o = _case(outcomes, "4.3 mig-job on lab-node-0, which advertises the profile too")
+    assert "also_advertises" in _keys(o.failures["4.3"].found)
+    for text in _render(o, "4.3", "found").values():
+        assert text.count("lab-node-0") == 2 and "nvidia.com/mig-1g.10gb" in text, text
+
+
+def test_a_pending_pod_says_why(outcomes):
+    """Review 27: the scheduler's own reason, from the pod's PodScheduled condition."""
+    for case, number in (
+        ("4.3 mig-job never scheduled (MIG node cordoned)", "4.3"),
+        ("4.4 plain-gpu never scheduled (GPU nodes cordoned)", "4.4"),
+    ):
+        o = _case(outcomes, case)
+        assert "scheduler_says" in _keys(o.failures[number].found), case
+        for text in _render(o, number, "found").values():
+            assert "unschedulable" in text and "0/3 nodes are available" in text, text
+            assert "preemption" not in text.lower(), text
+
+
+def test_binarydata_is_named(outcomes):
+    """Review 28."""
+    o = _case(outcomes, "1.2 the ConfigMap file has binaryData instead of data")
+    for text in _render(o, "1.2", "found").values():
+        assert "binaryData" in text and "data" in text.replace("binaryData", ""), text
+
+
+def test_utf16_is_told_apart_from_binary(outcomes):
+    """Review 29: NUL bytes of UTF-16 text (PowerShell's >) are named as such."""
+    o = _case(outcomes, "5.5 quota-denied.txt is UTF-16 (PowerShell's redirection)")
+    assert o.failures["5.5"].problem.key == "file_utf16"
+    for text in _render(o, "5.5", "problem").values():
+        assert "UTF-16" in text and "PowerShell" in text and "UTF-8" in text, text
+    o = _case(outcomes, "7.2 and 7.3: isolation.txt holds binary data")
+    assert o.failures["7.2"].problem.key == "file_binary"
+
+
+def test_utf16_detection(tmp_path):
+    from gpushare.submissions.workdir import Workdir
+
+    text = "MIG_MEMORY_ISOLATION=yes\n"
+    for name, raw in (
+        ("bom.txt", text.encode("utf-16")),
+        ("le.txt", text.encode("utf-16-le")),
+        ("be.txt", text.encode("utf-16-be")),
+        ("binary.txt", b"\x00\x01\x02binary"),
+        ("elf.txt", b"\x7fELF\x02\x01\x01\x00" + bytes(range(256))),
+    ):
+        (tmp_path / name).write_bytes(raw)
+    work = Workdir(tmp_path)
+    for name, key in (
+        ("bom.txt", "file_utf16"),
+        ("le.txt", "file_utf16"),
+        ("be.txt", "file_utf16"),
+        ("binary.txt", "file_binary"),
+        ("elf.txt", "file_binary"),
+    ):
+        assert work.read_text(name).problem.key == key, name
+
+
+def test_a_deleted_lab_node_asks_for_a_reset(outcomes):
+    """Review 30: the learner cannot create a lab node; a reset brings it back."""
+    o = _case(outcomes, "fresh lab with lab-node-0 and lab-node-2 deleted")
+    for number, node in (("2.1", "lab-node-0"), ("2.3", "lab-node-0"), ("3.1", "lab-node-2")):
+        assert o.failures[number].problem.key == "lab_node_missing"
+        for text in _render(o, number, "problem").values():
+            assert node in text and "make reset" in text, text
+
+
+def test_a_crash_is_called_a_crash(outcomes):
+    """Review 31: no answer and an error exit is a crash, not "did not print OK"."""
+    o = _case(outcomes, "6.x the script crashes with a traceback")
+    for number in ("6.2", "6.3", "6.4"):
+        assert o.failures[number].problem.key == "script_reason_crashed", number
+    quiet = _case(outcomes, "6.x the script prints nothing")  # exit 0: not a crash
+    assert {quiet.failures[n].problem.key for n in ("6.2", "6.3", "6.4")} == {
+        "script_reason_missing_over_line",
+        "script_reason_missing_ok",
+    }
+
+
+def test_node_conditions_read_as_set(outcomes):
+    """Review 42."""
+    o = _case(outcomes, "4.2 mig-job pinned with nodeName in the file")
+    found = _render(o, "4.2", "found")
+    assert found == {"en": "nodeName set", "zh": "设置了 nodeName", "ko": "설정된 항목: nodeName"}
+
+
+def test_step_6_shows_no_internals(outcomes):
+    """Review 46, 47, 48: no seed, no fixture path, no temporary or interpreter path; several
+    expected lines say "one per line"; the first failing case is called that."""
+    for o, number, _lang, text in _rendered(outcomes):
+        if number.startswith("6."):
+            for internal in ("seed", "fixtures/", "gpushare-replay", "/opt/", "/tmp/"):
+                assert internal not in text, (o.case, number, text)
+    o = _case(outcomes, "6.5 script misses quoted quantities")
+    text = _render(o, "6.5")
+    assert "first failing case:" in text["en"] and "(one per line)" in text["en"]
+    assert "第一个出错的用例：" in text["zh"] and "（每行一条）" in text["zh"]
+    assert "첫 번째로 틀린 케이스:" in text["ko"] and "(한 줄에 하나씩)" in text["ko"]
+    crash = _render(_case(outcomes, "6.x the script crashes with a traceback"), "6.2")["en"]
+    assert '"/root/gpushare/bin/check-request.sh", line 4' in crash, crash
+
+
+def test_interpreter_paths_are_neutral():
+    from graders.test_step6_check_request import neutral_paths
+
+    err = (
+        'File "/opt/gpushare-python/lib/python3.11/site-packages/yaml/__init__.py", line 1\n'
+        'File "/root/gpushare/bin/check-request.sh", line 4, in <module>\n'
+        "/opt/gpushare-python/bin/python3.11: No module named yaml\n"
+        'File "/usr/lib/python3/dist-packages/yaml/composer.py", line 41\n'
+    )
+    assert neutral_paths(err).splitlines() == [
+        'File "…/lib/python3.11/site-packages/yaml/__init__.py", line 1',
+        'File "/root/gpushare/bin/check-request.sh", line 4, in <module>',
+        "python3.11: No module named yaml",
+        'File "…/lib/python3/dist-packages/yaml/composer.py", line 41',
+    ]
+
+
+def test_pods_in_another_namespace_are_found_there(outcomes):
+    """Issue 21: the step 4 pods exist, but in default, because the file sets no namespace."""
+    o = _case(outcomes, "4.x mig-job.yaml sets no namespace: its pods went to default")
+    for number in ("4.1", "4.2", "4.3", "4.4"):
+        assert {"pod_in_namespaces", "file_sets_no_namespace"} <= _keys(o.failures[number].found), (
+            number
+        )
+        for text in _render(o, number, "found").values():
+            assert "default" in text and "-n gpu-share" in text, text
+    for number in ("4.2", "4.3", "4.4"):
+        assert _keys(o.failures[number].expected) == {"pod_in_namespace"}
+
+
+def test_a_misplaced_field_is_told_where_it_belongs(outcomes):
+    """Issue 21: failRequestsGreaterThanOne one level off is not "unknown" and "missing"."""
+    o = _case(
+        outcomes, "1.3 and 1.4: failRequestsGreaterThanOne under sharing, not sharing.timeSlicing"
+    )
+    assert "field_misplaced" in _keys(o.failures["1.3"].found)
+    assert "field_found_at" in _keys(o.failures["1.4"].found)
+    for number in ("1.3", "1.4"):
+        for text in _render(o, number, "found").values():
+            assert "sharing.timeSlicing" in text, text
+    assert "written under sharing," in _render(o, "1.4", "found")["en"]
+
+
+def test_8_2_hint_does_not_praise_more_gpus(outcomes):
+    """Issue 21: "training is fastest on a whole GPU" must not meet a pod asking for two."""
+    for case in (
+        "8.2 batch-train recreated asking for 2 GPUs (the file asks for 1)",
+        "8.2 notebook recreated asking for 2 GPUs (the file asks for 1)",
+    ):
+        o = _case(outcomes, case)
+        assert o.failures["8.2"].hint.key == "hint_one_device_each", case
+        text = _render(o, "8.2")
+        assert "fastest" not in text["en"] and "最快" not in text["zh"], text
+        assert "가장 빠릅" not in text["ko"], text
+    # where the pod is on the wrong node, the check's own hint still applies
+    o = _case(outcomes, "8.2 batch-train running on the shared node")
+    assert o.failures["8.2"].hint is None
+
+
+def test_a_read_an_old_snapshot_lacks_does_not_void_the_grade():
+    """The read of pods in other namespaces only explains; a recording without it grades."""
+    from gpushare.grading.labstate import LabState
+
+    data = load()
+    old = next(c for c in data["clusters"].values() if "pods:elsewhere" not in c)
+    state = LabState.recorded(old)
+    assert state.wait_all() is None
+    assert state.namespaces_of_pod("mig-job") == []
+
+
+def test_pending_reason_is_one_clean_line():
+    from gpushare.grading.labstate import pending_reason
+
+    pod = {
+        "status": {
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "message": "0/3 nodes are available:\x1b[31m 1 Insufficient x.\n"
+                    " preemption: not helpful.",
+                }
+            ]
+        }
+    }
+    assert pending_reason(pod) == "0/3 nodes are available: [31m 1 Insufficient x."
+    pod["status"]["conditions"][0]["status"] = "True"
+    assert pending_reason(pod) is None
+    assert pending_reason({}) is None

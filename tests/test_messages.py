@@ -56,7 +56,7 @@ def test_every_key_used_in_code_exists():
     # keys built at run time: script problems and judge reasons
     from gpushare.grading import requestcases
 
-    for reason in [*requestcases.REASONS, "timeout", "killed", "not_run"]:
+    for reason in [*requestcases.REASONS, "timeout", "killed", "not_run", "crashed"]:
         assert f"script_reason_{reason}" in values
     for problem in ("missing", "dangling_link", "directory", "not_executable", "not_regular"):
         assert f"script_problem_{problem}" in values

@@ -31,12 +31,14 @@ class CheckFailed(AssertionError):
         found: Value = None,
         where: Value = None,
         problem: T | None = None,
+        hint: T | None = None,
     ) -> None:
         super().__init__(problem.key if problem else "check failed")
         self.expected = expected
         self.found = found
         self.where = where
         self.problem = problem
+        self.hint = hint  # in place of the check's own hint, where that one would mislead
 
 
 def check(number: str, points: int) -> Callable[[F], F]:
@@ -61,5 +63,6 @@ def fail(
     found: Value = None,
     where: Value = None,
     problem: T | None = None,
+    hint: T | None = None,
 ) -> NoReturn:
-    raise CheckFailed(expected=expected, found=found, where=where, problem=problem)
+    raise CheckFailed(expected=expected, found=found, where=where, problem=problem, hint=hint)

@@ -14,7 +14,7 @@ from typing import Any
 
 from gpushare.grading.checks import T, Value, fail
 from gpushare.grading.labstate import CONFIGMAP_NAME, CONFIGMAP_NS, GPU, LabState, quantity
-from gpushare.submissions.workdir import FileProblem, LineDict, Workdir, load_yaml_text
+from gpushare.submissions.workdir import FileProblem, LineDict, Workdir, load_yaml_text, yaml_kind
 
 MIG_PROFILE = "nvidia.com/mig-1g.10gb"
 MIG_COUNT = 7
@@ -100,7 +100,14 @@ def device_plugin_config(lab: LabState, key: str) -> LineDict:
         fail(problem=docs.problem, where=where_cm(key, docs.line))
     docs = [d for d in docs if d is not None]  # type: ignore[union-attr]
     if len(docs) != 1 or not isinstance(docs[0], dict):
-        fail(expected=T("yaml_mapping"), found=T("yaml_not_mapping"), where=where_cm(key))
+        found = (
+            yaml_kind(docs[0])
+            if len(docs) == 1
+            else T("yaml_type_null")
+            if not docs
+            else T("yaml_documents", count=len(docs))
+        )
+        fail(expected=T("yaml_mapping"), found=found, where=where_cm(key))
     return docs[0]  # type: ignore[no-any-return]
 
 
@@ -110,7 +117,54 @@ SHARED_RESOURCE_KEYS = ("name", "rename", "devices", "replicas")
 MIG_STRATEGIES = ("none", "single", "mixed")
 
 
-def config_format_problem(cfg: LineDict) -> tuple[Value, Value, int] | None:
+# Where a field the plugin knows belongs, when it turns up at another level (where the plugin
+# drops it as unknown): the learner is told where to move it, not only that it is unknown.
+FIELD_HOME = {
+    "failRequestsGreaterThanOne": "sharing.timeSlicing",
+    "timeSlicing": "sharing",
+    "mps": "sharing",
+    "migStrategy": "flags",
+}
+
+
+def field_paths(obj: Any, field: str, prefix: str = "") -> list[tuple[str, int | None]]:
+    """Every ``(path, line)`` at which a mapping of ``obj`` has the key ``field``."""
+    out: list[tuple[str, int | None]] = []
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            path = f"{prefix}.{key}" if prefix else str(key)
+            if key == field:
+                out.append((path, obj.line_of(key) if isinstance(obj, LineDict) else None))
+            out.extend(field_paths(value, field, path))
+    elif isinstance(obj, list):
+        for i, value in enumerate(obj):
+            out.extend(field_paths(value, field, f"{prefix}[{i}]"))
+    return out
+
+
+def config_format_problem(cfg: LineDict, key: str | None = None) -> tuple[Value, Value, int] | None:
+    """Why the config ``key`` of the ConfigMap is not one that works as written, or None.
+
+    ``default`` is judged as the lab defines it: a problem in its ``sharing`` is reported as
+    what the lab asks there, no sharing at all (check 1.6 says it too), not as how to repair
+    a sharing section that should not be there.
+    """
+    problem = _format_problem(cfg)
+    if problem is not None and key == "default" and _within_sharing(cfg, problem[2]):
+        return T("default_no_sharing"), problem[1], problem[2]
+    return problem
+
+
+def _within_sharing(cfg: LineDict, line: int | None) -> bool:
+    """Whether ``line`` is in the config's ``sharing`` section (its key and what it holds)."""
+    if "sharing" not in cfg or not line:
+        return False
+    start = cfg.line_of("sharing")
+    later = [n for k in cfg if k != "sharing" and (n := cfg.line_of(k)) and n > start]
+    return bool(start) and line >= start and (not later or line < min(later))
+
+
+def _format_problem(cfg: LineDict) -> tuple[Value, Value, int] | None:
     """Why ``cfg`` is not a device-plugin config that works as written, or None.
 
     Returns (what was expected, what was found, line). The plugin itself refuses a version
@@ -172,6 +226,10 @@ def config_format_problem(cfg: LineDict) -> tuple[Value, Value, int] | None:
 
 
 def _unknown_field(key: Any, known: tuple[str, ...]) -> tuple[T, T]:
+    if key in FIELD_HOME:  # a field the plugin knows, one level off
+        return T("known_fields", fields=known), T(
+            "field_misplaced", field=str(key), home=FIELD_HOME[key]
+        )
     return T("known_fields", fields=known), T("unknown_field", field=str(key))
 
 
@@ -199,12 +257,16 @@ class Derived:
 
     value: int
     from_configmap: bool
+    refused: int | None = None  # the ConfigMap's replicas, which the device plugin refuses
 
 
 def shared_replicas(lab: LabState) -> Derived:
     """``replicas`` of the shared config's nvidia.com/gpu time-slicing resource.
 
-    Falls back to the lab's 4 only where that config cannot be read, as LAB.md says.
+    Falls back to the lab's 4 where that config cannot be read, as LAB.md says, and where
+    its replicas is one the device plugin refuses (below 2, api/config/v1/replicas.go): such
+    a config advertises nothing, so counting from it would ask the learner for a number no
+    node could have (2 x 1), while the lab's answer stays 8.
     """
     try:
         cm = lab.configmap()
@@ -219,8 +281,10 @@ def shared_replicas(lab: LabState) -> Derived:
     for res in dig(docs[0], "sharing", "timeSlicing", "resources") or []:
         if isinstance(res, dict) and res.get("name") == GPU:
             n = res.get("replicas")
-            if isinstance(n, int) and not isinstance(n, bool) and n >= 1:
+            if isinstance(n, int) and not isinstance(n, bool) and n >= 2:
                 return Derived(n, True)
+            if isinstance(n, int) and not isinstance(n, bool):
+                return Derived(LAB_REPLICAS, False, refused=n)
     return Derived(LAB_REPLICAS, False)
 
 

@@ -120,6 +120,29 @@ def node_conditions(pod: dict[str, Any]) -> list[str]:
     return found
 
 
+def pending_reason(pod: dict[str, Any], limit: int = 300) -> str | None:
+    """Why the scheduler has not placed the pod: its PodScheduled condition's message.
+
+    The scheduler writes it on the pod (``0/3 nodes are available: 1 node(s) were
+    unschedulable...``). It reads as the scheduler wrote it, on one line, without control
+    characters, capped: it comes from the cluster, or from a snapshot anyone could write.
+    """
+    status = pod.get("status") if isinstance(pod.get("status"), dict) else {}
+    conditions = status.get("conditions")
+    for cond in conditions if isinstance(conditions, list) else []:
+        if isinstance(cond, dict) and cond.get("type") == "PodScheduled":
+            if cond.get("status") == "True" or not isinstance(cond.get("message"), str):
+                return None
+            printable = "".join(ch if ch.isprintable() else " " for ch in cond["message"])
+            text = " ".join(printable.split())
+            # "0/3 nodes are available: <why, per node>." and then what preemption would do,
+            # which says nothing about this pod: the first sentence is the reason
+            head, dot, _rest = text.partition(". ")
+            text = head + dot.strip() if head else text
+            return (text if len(text) <= limit else text[: limit - 1] + "…") or None
+    return None
+
+
 def _match_expression(expr: dict[str, Any], labels: dict[str, str]) -> bool:
     key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
     if op == "In":
@@ -215,6 +238,13 @@ class LabState:
         "quotas:team-a": "/api/v1/namespaces/team-a/resourcequotas",
         "kube-system": "/api/v1/namespaces/kube-system",  # its uid names the cluster
     }
+    # Reads that only explain a failure (a pod of gpu-share found in another namespace): one
+    # that cannot be read, or that a snapshot of an older gpushare lacks, leaves the
+    # explanation out and never voids the grade.
+    HINT_QUERIES: ClassVar[dict[str, str]] = {
+        "pods:elsewhere": "/api/v1/pods?fieldSelector="
+        "metadata.namespace%21%3Dgpu-share%2Cmetadata.namespace%21%3Dteam-a",
+    }
 
     def __init__(
         self,
@@ -226,7 +256,12 @@ class LabState:
         :attr:`QUERIES` (a grader module's ``READS`` and ``dry_runs(work)``)."""
         self.client = client
         self._dry_runs = {dry_run_key(ns, body): (ns, body) for ns, body in dry_runs}
-        self._paths = {**self.QUERIES, **(reads or {}), **{k: "" for k in self._dry_runs}}
+        self._paths = {
+            **self.QUERIES,
+            **self.HINT_QUERIES,
+            **(reads or {}),
+            **{k: "" for k in self._dry_runs},
+        }
         self._fetched: dict[str, Fetched] = {}
         self._ready = {key: threading.Event() for key in self._paths}
         self._thread: threading.Thread | None = None
@@ -313,7 +348,10 @@ class LabState:
         reads = {
             k: a["path"]
             for k, a in answers.items()
-            if not k.startswith("dry-run:") and k not in cls.QUERIES and a.get("path")
+            if not k.startswith("dry-run:")
+            and k not in cls.QUERIES
+            and k not in cls.HINT_QUERIES
+            and a.get("path")
         }
         state = cls(None, dry_runs, reads)
         for key, answer in answers.items():
@@ -346,7 +384,7 @@ class LabState:
         """Wait for the whole read; the first thing that could not be read, if any."""
         for key in self._paths:
             f = self.get(key)
-            if f.unreadable:
+            if f.unreadable and key not in self.HINT_QUERIES:
                 return ClusterUnreadable(self.describe(key), f.unreadable)
         return None
 
@@ -383,6 +421,22 @@ class LabState:
 
     def pods(self, namespace: str) -> dict[str, dict[str, Any]]:
         return {p["metadata"]["name"]: p for p in self._items(f"pods:{namespace}")}
+
+    def namespaces_of_pod(self, name: str) -> list[str]:
+        """The namespaces other than gpu-share and team-a holding a pod ``name``: where a pod
+        of a file that sets no namespace went. Empty when unknown (see HINT_QUERIES)."""
+        f = self.get("pods:elsewhere")
+        items = (f.value or {}).get("items") if isinstance(f.value, dict) else None
+        if f.unreadable or not isinstance(items, list):
+            return []
+        found = set()
+        for pod in items:
+            meta = pod.get("metadata") if isinstance(pod, dict) else None
+            if isinstance(meta, dict) and meta.get("name") == name:
+                ns = meta.get("namespace")
+                if isinstance(ns, str) and ns not in (CONFIGMAP_NS, QUOTA_NS):
+                    found.add(ns)
+        return sorted(found)
 
     def quotas(self, namespace: str) -> dict[str, dict[str, Any]]:
         return {q["metadata"]["name"]: q for q in self._items(f"quotas:{namespace}")}

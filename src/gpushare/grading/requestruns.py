@@ -59,6 +59,14 @@ def new_seed() -> int:
     return int.from_bytes(os.urandom(4), "big") & 0x7FFFFFFF
 
 
+def _no_answer(stdout: str) -> bool:
+    """Whether the script printed no answer line at all (no ``OK``, no ``OVER=...``)."""
+    from gpushare.grading import requestcases
+
+    over, saw_ok = requestcases.parse_output(stdout)
+    return not over and not saw_ok
+
+
 class CaseRun:
     """One judged run: the case, what the script did, and the verdict (``reason`` a key)."""
 
@@ -226,6 +234,10 @@ class RequestRuns:
         passed, reason = requestcases.judge(case, outcome.returncode or 0, outcome.stdout)
         if outcome.returncode is None or outcome.returncode < 0:
             passed, reason = False, "killed"
+        elif not passed and outcome.returncode > 0 and _no_answer(outcome.stdout):
+            # an error exit before any answer (a traceback, most often): the script crashed,
+            # which "did not print OK" would misdescribe as a wrong answer
+            reason = "crashed"
         return CaseRun(case, outcome, None, passed, reason)
 
     def _as_shown(self, outcome: sandbox.RunResult, name: str) -> None:

@@ -139,7 +139,8 @@ def render_failure(number: str, failure: CheckFailed, lang: str) -> str:
         value = getattr(failure, key)
         if value is not None and value != "":
             lines.append(labelled(key, render_value(value, lang), lang))
-    text = hint(number, lang)
+    own = getattr(failure, "hint", None)  # a failure whose check's hint would mislead
+    text = render_value(own, lang) if own is not None else hint(number, lang)
     if text:
         lines.append(labelled("hint", text, lang))
     return "\n".join(lines)

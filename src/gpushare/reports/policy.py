@@ -19,7 +19,7 @@ its step's, else the default.
 
 Why withholding replaces the whole feedback and not just two lines of it: a check's feedback
 is rendered prose, and its other lines carry the same facts (step 6's problem line names the
-unseen case that failed and its seed; its "where" names and describes that case; "found" is the
+unseen case that failed first; its "where" names and describes that case; "found" is the
 learner's output on it, which may echo the case's container names). So a withheld feedback
 keeps none of them: a check that is not visible says only that its details are not shown; a
 visible check with ``show_expected = false`` says that, plus its hint, which by the house rules

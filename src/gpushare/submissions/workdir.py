@@ -32,6 +32,28 @@ class LineDict(dict):  # type: ignore[type-arg]
         return self.key_lines.get(key, self.line)
 
 
+def _utf16(raw: bytes) -> bool:
+    """Whether NUL-laden bytes are UTF-16 text: what Windows PowerShell's ``>`` writes.
+
+    A byte-order mark, or text whose every other byte is NUL (UTF-16 without a mark, of
+    ASCII text) and that decodes as UTF-16: such a file is text the learner can read, saved
+    in the wrong encoding, which "binary data" would misdescribe.
+    """
+    if raw[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return True
+    half = raw[: len(raw) - len(raw) % 2]
+    if len(half) < 4:
+        return False
+    for nuls, order in ((half[1::2], "utf-16-le"), (half[0::2], "utf-16-be")):
+        if nuls.count(0) >= len(nuls) * 0.9:
+            try:
+                half.decode(order)
+            except UnicodeDecodeError:
+                return False
+            return True
+    return False
+
+
 class _LineLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
     """SafeLoader whose mappings are :class:`LineDict`; nothing but plain data is built.
 
@@ -192,7 +214,7 @@ class Workdir:
         except OSError as exc:
             return FileProblem(rel, T("file_unreadable", error=exc.strerror or str(exc)))
         if b"\x00" in raw:
-            return FileProblem(rel, T("file_binary"))
+            return FileProblem(rel, T("file_utf16" if _utf16(raw) else "file_binary"))
         try:
             text = raw.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
