@@ -181,6 +181,14 @@ def _add_class(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     q.add_argument(
         "--policy", metavar="FILE", help="visibility policy (TOML): what learners see of checks"
     )
+    q.add_argument(
+        "--roster", metavar="FILE", help="CSV file,learner: whose each snapshot is (see README)"
+    )
+    q.add_argument(
+        "--deadline",
+        metavar="TIME",
+        help="flag snapshots captured after this ISO 8601 time (UTC unless it says)",
+    )
     common(q)
 
     q = cls.add_parser("job", help="print a Kubernetes Indexed Job that grades in shards")

@@ -75,6 +75,8 @@ class Row:
     lang: str = ""  # of the feedback
     digest: str = ""  # the snapshot's content hash, when it was graded (the seed derives from it)
     why: str = ""  # the sort of reason of an error row (classroom.texts ``why_*``), or ""
+    submission: dict[str, Any] = field(default_factory=dict)  # whose, from where (inputs)
+    flags: dict[str, str] = field(default_factory=dict)  # suspicion flag -> detail (flags.py)
 
     def step_scores(self) -> dict[int, int | None]:
         """step -> points, None when a check of the step was not judged."""
@@ -145,7 +147,25 @@ def row_from_results(folder: str, results: dict[str, Any]) -> Row:
         lang=str(extra.get("lang") or ""),
         digest=str(graded.get("snapshot_sha256") or ""),
         why=_why(extra) if status == "error" else "",
+        submission=_submission(extra),
     )
+
+
+def _submission(extra: dict[str, Any]) -> dict[str, Any]:
+    """What the class run recorded of a submission (inputs.Submission.record), or {}."""
+    sub = extra.get("submission")
+    return dict(sub) if isinstance(sub, dict) else {}
+
+
+def stamp(folder: Path, record: dict[str, Any]) -> dict[str, Any]:
+    """Add ``record`` (whose the submission is, from where) to ``folder/results.json`` as
+    ``extra_data.submission``; return the JSON."""
+    path = folder / "results.json"
+    results = json.loads(path.read_text(encoding="utf-8"))
+    results.setdefault("extra_data", {})["submission"] = record
+    text = json.dumps(results, ensure_ascii=False, indent=2) + "\n"
+    write_text(path, text)
+    return results
 
 
 def _why(extra: dict[str, Any]) -> str:
@@ -262,7 +282,7 @@ def columns(rows: list[Row], checks: list[CheckInfo]) -> tuple[list[int], list[s
 
 
 def csv_text(rows: list[Row], checks: list[CheckInfo]) -> str:
-    """grades.csv: learner, score, status, snapshot, ``step N`` per step, one per check.
+    """grades.csv: learner, score, status, snapshot, flags, ``step N`` per step, one per check.
 
     Error rows have empty score cells; a check that was not judged (its grade timed out) is
     empty too, and so is its step. Rows in learner order; Unix newlines; UTF-8.
@@ -271,7 +291,15 @@ def csv_text(rows: list[Row], checks: list[CheckInfo]) -> str:
     buf = io.StringIO()
     out = csv.writer(buf, lineterminator="\n")
     out.writerow(
-        ["learner", "score", "status", "snapshot", *[f"step {s}" for s in steps], *numbers]
+        [
+            "learner",
+            "score",
+            "status",
+            "snapshot",
+            "flags",
+            *[f"step {s}" for s in steps],
+            *numbers,
+        ]
     )
     for row in ordered(rows):
         by_step = row.step_scores()
@@ -282,6 +310,7 @@ def csv_text(rows: list[Row], checks: list[CheckInfo]) -> str:
                 _num(row.score if graded else None),
                 row.status,
                 row.snapshot,
+                " ".join(row.flags),
                 *[_num(by_step.get(s)) if row.cells else "" for s in steps],
                 *[_num(row.cells[n].score) if n in row.cells else "" for n in numbers],
             ]

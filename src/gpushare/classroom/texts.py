@@ -65,6 +65,20 @@ _TEXTS: dict[str, dict[str, str]] = {
         "stats": "score mean {mean}, median {median}, lowest {low}, highest {high}",
         "changed": "{n} changed since {previous}",
         "unchanged": "no change since {previous} ({n} compared)",
+        "flagged_summary": "{n} submissions flagged (report.html says why):",
+        "flags_title": "Submissions to look at",
+        "flags_note": "A snapshot is made on the learner's side, its hashes included, so it "
+        "proves neither who made it, nor when, nor on which cluster. These flags point at what "
+        "honest work rarely looks like: a reason to look, not a verdict; no score is changed.",
+        "flags": "Flags",
+        "flag_manifest_learner": "its manifest names another learner: {detail}",
+        "flag_same_claim": "other files' manifests name the same learner: {detail}",
+        "flag_same_cluster": "the same cluster identity as {detail}",
+        "flag_same_content": "the same content (hash) as {detail}",
+        "flag_reference_cluster": "the cluster identity of a snapshot gpushare ships ({detail})",
+        "flag_future": "captured in the future ({detail})",
+        "flag_after_deadline": "captured after the deadline ({detail})",
+        "flag_late": "the LMS marked it late",
     },
     "zh": {
         "title": "班级评分报告",
@@ -122,6 +136,20 @@ _TEXTS: dict[str, dict[str, str]] = {
         "stats": "平均分 {mean}，中位数 {median}，最低 {low}，最高 {high}",
         "changed": "与 {previous} 相比有 {n} 份变化",
         "unchanged": "与 {previous} 相比没有变化（比较了 {n} 份）",
+        "flagged_summary": "{n} 份提交被标记（原因见 report.html）：",
+        "flags_title": "需要查看的提交",
+        "flags_note": "快照在学员一侧生成，哈希值也由学员一侧计算，因此它既不能证明是谁生成的，"
+        "也不能证明生成时间或所用集群。以下标记指出诚实的作业很少出现的情况：它们是查看的理由，"
+        "不是结论；分数不会因此改变。",
+        "flags": "标记",
+        "flag_manifest_learner": "清单中写的是另一名学员：{detail}",
+        "flag_same_claim": "其他文件的清单也写了同一名学员：{detail}",
+        "flag_same_cluster": "集群标识与 {detail} 相同",
+        "flag_same_content": "内容（哈希值）与 {detail} 相同",
+        "flag_reference_cluster": "集群标识来自 gpushare 自带的快照（{detail}）",
+        "flag_future": "采集时间在未来（{detail}）",
+        "flag_after_deadline": "采集时间晚于截止时间（{detail}）",
+        "flag_late": "LMS 将其标为迟交",
     },
     "ko": {
         "title": "학급 채점 보고서",
@@ -180,6 +208,20 @@ _TEXTS: dict[str, dict[str, str]] = {
         "stats": "평균 {mean}, 중앙값 {median}, 최저 {low}, 최고 {high}",
         "changed": "{previous} 대비 {n}개 변경",
         "unchanged": "{previous} 대비 변경 없음 ({n}개 비교)",
+        "flagged_summary": "제출물 {n}개 표시됨 (이유는 report.html 참고):",
+        "flags_title": "확인이 필요한 제출물",
+        "flags_note": "스냅샷은 해시값까지 학습자 쪽에서 만들어지므로, 누가 언제 어느 클러스터에서 "
+        "만들었는지 증명하지 못합니다. 아래 표시는 정직한 과제에서는 드문 경우를 가리킵니다. "
+        "확인할 이유일 뿐 판정이 아니며, 점수는 바뀌지 않습니다.",
+        "flags": "표시",
+        "flag_manifest_learner": "매니페스트에 다른 학습자가 적혀 있음: {detail}",
+        "flag_same_claim": "다른 파일의 매니페스트도 같은 학습자를 적고 있음: {detail}",
+        "flag_same_cluster": "{detail}와(과) 같은 클러스터 식별자",
+        "flag_same_content": "{detail}와(과) 같은 내용 (해시)",
+        "flag_reference_cluster": "gpushare에 포함된 스냅샷의 클러스터 식별자 ({detail})",
+        "flag_future": "미래 시각에 수집됨 ({detail})",
+        "flag_after_deadline": "마감 이후에 수집됨 ({detail})",
+        "flag_late": "LMS가 지각 제출로 표시함",
     },
 }
 
