@@ -399,6 +399,9 @@ def test_every_honest_learner_has_their_own_correct_row(class30):
     # ada's latest snapshot is her row; her older one is not a row of its own
     assert _row_of(run, "ada")["snapshot"] == "submission.gpushare.tgz"
     assert not [r for r in run["rows"] if r["snapshot"] == "older.gpushare.tgz"]
+    assert "1 more files not graded: older snapshots of the same learners" in (
+        run["stdout"].decode()
+    )
     # honest learners with nothing in common with anyone carry no flag
     for learner in ("张三", "李四", "zhang san", "zhang_san", "class.json", ".", LONG_ID, "ada"):
         assert _row_of(run, learner)["flags"] == "", learner
@@ -564,14 +567,18 @@ def _who(root: Path, layout: identity.Layout | None = None) -> dict[str, tuple[s
 def test_lms_downloads_say_whose_each_file_is(tmp_path):
     canvas = tmp_path / "canvas"
     _copy(canvas / "doejane_12345_67890_jane-20261130T101500Z-3f2a9c1b7d4e.gpushare.tgz")
-    _copy(canvas / "smithbob_LATE_23456_78901_anything.gpushare.tgz")
+    _copy(canvas / "unzipped" / "smithbob_LATE_23456_78901_anything.gpushare.tgz")
     assert _who(canvas) == {
         "doejane_12345_67890_jane-20261130T101500Z-3f2a9c1b7d4e.gpushare.tgz": (
             "doejane_12345",
             "canvas",
             False,
         ),
-        "smithbob_LATE_23456_78901_anything.gpushare.tgz": ("smithbob_23456", "canvas", True),
+        "unzipped/smithbob_LATE_23456_78901_anything.gpushare.tgz": (
+            "smithbob_23456",
+            "canvas",
+            True,
+        ),
     }
     moodle = tmp_path / "moodle"
     _copy(moodle / "Jane Doe_4711_assignsubmission_file_" / "ref.gpushare.tgz")

@@ -50,6 +50,7 @@ class ClassRun:
     diff: regrade.Diff | None
     seconds: float
     costs: list[dict[str, float]] = field(default_factory=list)  # per graded submission
+    superseded: int = 0  # files not graded: older snapshots of learners graded
 
     @property
     def errors(self) -> list[Row]:
@@ -106,7 +107,8 @@ def grade_class(
         described = [inputs.describe(p, root, layout) for p, root in found]
     except identity.LayoutError as exc:
         raise InputError(str(exc)) from None
-    chosen = inputs.shard(inputs.select(described, every), *shard)
+    selected = inputs.select(described, every)
+    chosen = inputs.shard(selected, *shard)
     before = _previous(previous)
     visibility = _policy(policy)
     _require_sandbox(unsafe_no_sandbox)
@@ -179,6 +181,7 @@ def grade_class(
         shutil.rmtree(scratch, ignore_errors=True)
     rows = gradebook.ordered(rows)
     run = finish(out, rows, checks, lang, seed, previous, before, started, costs, shard[1] > 1, due)
+    run.superseded = len(described) - len(selected)
     extra = {"deadline": deadline.strip()} if deadline else {}
     write_class_file(out, seed=seed, lang=lang, shard=f"{shard[0]}/{shard[1]}", **extra)
     return run
@@ -317,6 +320,8 @@ def summary(run: ClassRun) -> str:
         )
     for r in run.errors:
         lines.append(f"  {r.folder}: {text('error', lang)}: {report.reason_said(r, lang)}")
+    if run.superseded:
+        lines.append(text("superseded", lang, n=run.superseded))
     flagged = [r for r in run.rows if r.flags]
     if flagged:
         lines.append(text("flagged_summary", lang, n=len(flagged)))

@@ -11,7 +11,7 @@ a file is, in this order:
    row named ``sid1+sid2``);
 3. a Moodle download: ``<Full Name>_<participantid>_assignsubmission_file_/<file>`` (or the same
    as a file name prefix), the learner ``<Full Name>_<participantid>``;
-4. a Canvas bulk download, one flat folder of
+4. a Canvas bulk download (a flat folder, wherever it was unpacked) of
    ``<sortablename>[_LATE]_<userid>_<submissionid>_<filename>``: the learner
    ``<sortablename>_<userid>`` (a sortable name alone is not unique); ``_LATE_`` is kept as a flag;
 5. a folder per learner: ``PATH/<learner>/...``;
@@ -140,7 +140,7 @@ class Layout:
                 name = moodle["name"]
                 return Placed(f"{name}_{moodle['id']}", "moodle", aliases=(name,))
         canvas = _CANVAS.match(path.name)
-        if canvas and len(rel.parts) == 1:  # Canvas gives one flat folder
+        if canvas:  # wherever it was unpacked: a folder above it is not a learner's then
             late = bool(canvas["late"])
             name = canvas["name"]
             return Placed(f"{name}_{canvas['user']}", "canvas", late, aliases=(name,))

@@ -79,6 +79,8 @@ _TEXTS: dict[str, dict[str, str]] = {
         "flag_future": "captured in the future ({detail})",
         "flag_after_deadline": "captured after the deadline ({detail})",
         "flag_late": "the LMS marked it late",
+        "superseded": "{n} more files not graded: older snapshots of the same learners "
+        "(--all grades every one)",
     },
     "zh": {
         "title": "班级评分报告",
@@ -150,6 +152,7 @@ _TEXTS: dict[str, dict[str, str]] = {
         "flag_future": "采集时间在未来（{detail}）",
         "flag_after_deadline": "采集时间晚于截止时间（{detail}）",
         "flag_late": "LMS 将其标为迟交",
+        "superseded": "另有 {n} 个文件未评分：同一学员较早的快照（--all 会全部评分）",
     },
     "ko": {
         "title": "학급 채점 보고서",
@@ -222,6 +225,7 @@ _TEXTS: dict[str, dict[str, str]] = {
         "flag_future": "미래 시각에 수집됨 ({detail})",
         "flag_after_deadline": "마감 이후에 수집됨 ({detail})",
         "flag_late": "LMS가 지각 제출로 표시함",
+        "superseded": "채점하지 않은 파일 {n}개: 같은 학습자의 이전 스냅샷 (--all은 모두 채점)",
     },
 }
 
