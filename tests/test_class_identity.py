@@ -25,6 +25,7 @@ import sys
 import tarfile
 import tempfile
 import uuid
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -94,21 +95,15 @@ def forge(
         return snapshot.write(captured, dest)
 
 
-def rewrite(
-    path: Path,
-    *,
-    replace: dict[str, bytes] | None = None,
-    long_name: int = 0,
-) -> Path:
+def rewrite(path: Path, *, replace: dict[str, bytes]) -> Path:
     """Edit a snapshot's members as an attacker would and recompute every hash with the
-    product's own functions; ``long_name``: add a member whose GNU long-name header is that
-    many bytes."""
+    product's own functions."""
     members: list[tuple[tarfile.TarInfo, bytes]] = []
     with tarfile.open(path, "r:gz") as tar:
         for ti in tar:
             fh = tar.extractfile(ti) if ti.isreg() else None
             data = fh.read() if fh else b""
-            members.append((ti, (replace or {}).get(ti.name, data)))
+            members.append((ti, replace.get(ti.name, data)))
     digests = {}
     for ti, data in members[1:]:
         ti.size = len(data)
@@ -121,13 +116,35 @@ def rewrite(
     raw = json.dumps(manifest, indent=1, sort_keys=True).encode()
     members[0][0].size = len(raw)
     members[0] = (members[0][0], raw)
-    kind = tarfile.GNU_FORMAT if long_name else tarfile.PAX_FORMAT
-    with tarfile.open(path, "w:gz", format=kind) as tar:
+    with tarfile.open(path, "w:gz", format=tarfile.PAX_FORMAT) as tar:
         for ti, data in members:
             tar.addfile(ti, io.BytesIO(data) if ti.isreg() else None)
-        if long_name:
-            bomb = tarfile.TarInfo("work/" + "n" * long_name)
-            tar.addfile(bomb, io.BytesIO(b""))
+    return path
+
+
+def long_name_bomb(path: Path, size: int) -> Path:
+    """Append to a valid snapshot a member whose GNU long-name header holds ``size`` bytes of
+    name: a few MB of gzip that ask whoever reads the header whole for ``size`` bytes."""
+    with tarfile.open(path, "r:gz") as tar:
+        end = max(ti.offset_data + ti.size for ti in tar)  # archive without its end blocks
+    head = tarfile.TarInfo("././@LongLink")
+    head.type, head.size = tarfile.GNUTYPE_LONGNAME, size
+    member = tarfile.TarInfo("work/short")
+    gz = zlib.compressobj(9, zlib.DEFLATED, 31)
+    chunk = b"n" * (1 << 20)
+    with tarfile.open(path, "r:gz") as tar, open(path.with_suffix(".tmp"), "wb") as out:
+        raw = tar.fileobj
+        raw.seek(0)
+        body = raw.read(end + (-end % tarfile.BLOCKSIZE))
+        out.write(gz.compress(body + head.tobuf(tarfile.GNU_FORMAT)))
+        left = size
+        while left:
+            out.write(gz.compress(chunk[: min(left, len(chunk))]))
+            left -= min(left, len(chunk))
+        pad = -size % tarfile.BLOCKSIZE
+        out.write(gz.compress(b"\0" * pad + member.tobuf(tarfile.GNU_FORMAT) + b"\0" * 1024))
+        out.write(gz.flush())
+    path.with_suffix(".tmp").replace(path)
     return path
 
 
@@ -258,10 +275,11 @@ def class30(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         salt="yb",
         work=_bomb_team_over,
     )
-    files["tar-bomb"] = rewrite(
+    files["tar-bomb"] = long_name_bomb(
         forge("reference", subs / "tar-bomb" / "s.gpushare.tgz", learner="tar-bomb", salt="tb"),
-        long_name=4 * 1024 * 1024,
+        2 * GIB,
     )
+    assert files["tar-bomb"].stat().st_size < 8 * 1024 * 1024  # several MB on disk
     # type confusion (issue 18 item 4, h18a)
     files["tc-cluster"] = forge(
         "reference",
