@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gpushare.classroom import identity
-from gpushare.classroom.identity import RESERVED, Layout, Placed  # noqa: F401
+from gpushare.classroom.identity import Layout, Placed
 from gpushare.submissions.snapshot import MAX_ARCHIVE, SUFFIX
 
 _MAX_MANIFEST = 1024 * 1024
