@@ -63,7 +63,7 @@ class Cell:
 class Row:
     """One graded (or ungradable) submission."""
 
-    learner: str  # the folder name under the class folder
+    learner: str  # the folder name under the class folder: the learner's (a row apart: whole)
     snapshot: str  # the snapshot's file name
     status: str  # passed, failed, error
     score: int | None  # None for an error row
@@ -134,8 +134,11 @@ def row_from_results(folder: str, results: dict[str, Any]) -> Row:
     else:
         status = "failed"
     score = results.get("score")
+    submission = _submission(extra)
     return Row(
-        learner=folder.split("/")[0],
+        # a file that only its manifest gives to a learner whom another file is given to:
+        # its own name, so no gradebook import takes it for that learner's grade
+        learner=folder if submission.get("apart") else folder.split("/")[0],
         snapshot=snapshot,
         status=status,
         score=int(score) if status != "error" and score is not None else None,
@@ -147,7 +150,7 @@ def row_from_results(folder: str, results: dict[str, Any]) -> Row:
         lang=str(extra.get("lang") or ""),
         digest=str(graded.get("snapshot_sha256") or ""),
         why=_why(extra) if status == "error" else "",
-        submission=_submission(extra),
+        submission=submission,
     )
 
 

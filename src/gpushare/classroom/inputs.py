@@ -78,6 +78,7 @@ class Submission:
             "sha256": self.digest,
             "late": self.late,
             "mismatch": self.mismatch,
+            "apart": self.apart,
             "file": _utf8(self.name),
         }
 
