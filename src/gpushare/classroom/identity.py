@@ -20,10 +20,11 @@ a file is, in this order:
 
 Folder names (:func:`folder_name`) are reversible and collision-free: Unicode letters stay as
 they are (``张三``), ``zhang san`` and ``zhang_san`` stay two folders; what a file system or a
-shell cannot hold is percent-encoded (``%``, ``/``, ``\\``, control and format characters,
+shell cannot hold is percent-encoded (``%``, ``~``, ``/``, ``\\``, control and format characters,
 the characters Windows forbids, a leading ``.`` or ``-``, a trailing ``.`` or space), and so is
 the first character of a name the class folder uses itself (``class.json``, ``grades.csv``,
-``report.html``). A name over :data:`MAX_BYTES` bytes is cut and given a hash of the whole.
+``report.html``). A name over :data:`MAX_BYTES` bytes is cut and given ``~`` and a hash of the
+whole (an uncut name never holds a ``~``: no name can pass for a cut one).
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ from urllib.parse import unquote
 RESERVED = frozenset({"class.json", "grades.csv", "report.html"})
 MAX_BYTES = 200
 _HASH = 16  # hex digits of the hash a cut name ends with
-_WINDOWS = set('\\/:*?"<>|%')
+# Windows forbids these; % is the escape itself; ~ ends a cut name (so no uncut name can be one)
+_WINDOWS = set('\\/:*?"<>|%~')
 GRADESCOPE_METADATA = "submission_metadata.yml"
 _MAX_METADATA = 16 * 1024 * 1024
 _MAX_ROSTER = 16 * 1024 * 1024
