@@ -187,6 +187,14 @@ def _add_class(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     q.add_argument(
         "--policy", metavar="FILE", help="visibility policy (TOML): what learners see of checks"
     )
+    q.add_argument(
+        "--roster", metavar="FILE", help="CSV file,learner: whose each snapshot is (see README)"
+    )
+    q.add_argument(
+        "--deadline",
+        metavar="TIME",
+        help="flag snapshots captured after this ISO 8601 time (UTC unless it says)",
+    )
     common(q)
 
     q = cls.add_parser("job", help="print the procedure (bash) that grades on Kubernetes")
@@ -198,6 +206,14 @@ def _add_class(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         required=True,
         metavar="N",
         help="the number of snapshot files of the class: nothing is graded unless all are in",
+    )
+    q.add_argument(
+        "--roster",
+        metavar="FILE",
+        help="CSV file,learner: whose each snapshot is; a path inside SNAPSHOTS_DIR",
+    )
+    q.add_argument(
+        "--deadline", metavar="TIME", help="flag snapshots captured after this ISO 8601 time"
     )
     q.add_argument("--name", default="gpushare-class", help="the Job's name")
     q.add_argument("--namespace", help="namespace of the Job and its claims")

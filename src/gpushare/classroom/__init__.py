@@ -1,10 +1,12 @@
 """Grading a whole class: many snapshot files at once, in parallel, into one gradebook.
 
-``gpushare class grade`` picks the submissions (:mod:`.inputs`), grades them in worker processes
-that each stay alive for many snapshots (:mod:`.pool`, :mod:`.worker`), and writes one folder
-per learner, ``grades.csv`` (:mod:`.gradebook`) and ``report.html`` (:mod:`.report`), with a
-regrade diff against an earlier run (:mod:`.diff`). ``class job`` prints a Kubernetes Indexed
-Job that runs shards of the same command (:mod:`.job`), and ``class merge`` joins the shards'
-folders into one gradebook and one report (:mod:`.merge`). What a check's feedback looks like
-in any of these outputs is decided in one place, :mod:`.feedback`.
+``gpushare class grade`` picks the submissions (:mod:`.inputs`; whose each is, the instructor's
+layout decides: :mod:`.identity`), grades them in worker processes that each stay alive for
+many snapshots (:mod:`.pool`, :mod:`.worker`), and writes one folder per learner,
+``grades.csv`` (:mod:`.gradebook`) and ``report.html`` (:mod:`.report`), with a regrade diff
+against an earlier run (:mod:`.diff`). ``class job`` prints a Kubernetes Indexed Job that runs
+shards of the same command (:mod:`.job`), and ``class merge`` joins the shards' folders into one
+gradebook and one report (:mod:`.merge`); both flag what an instructor should look at
+(:mod:`.flags`). What a check's feedback looks like in any of these outputs is decided in one
+place, :mod:`.feedback`.
 """

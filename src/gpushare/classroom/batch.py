@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from gpushare.classroom import diff as regrade
-from gpushare.classroom import gradebook, inputs, pool, report
+from gpushare.classroom import flags, gradebook, identity, inputs, pool, report
 from gpushare.classroom.gradebook import CheckInfo, Row
 from gpushare.classroom.inputs import InputError
 from gpushare.classroom.progress import Progress
@@ -64,6 +64,7 @@ class ClassRun:
     diff: regrade.Diff | None
     seconds: float
     costs: list[dict[str, float]] = field(default_factory=list)  # per graded submission
+    superseded: int = 0  # files not graded: older snapshots of learners graded
 
     @property
     def errors(self) -> list[Row]:
@@ -100,6 +101,8 @@ def grade_class(
     unsafe_no_sandbox: bool = False,
     policy: Path | None = None,
     progress: Callable[[int], Progress] | None = None,
+    roster: Path | None = None,
+    deadline: str | None = None,
 ) -> ClassRun:
     """Grade the class; raises :class:`InputError` (one line) when nothing can be graded.
 
@@ -109,10 +112,17 @@ def grade_class(
     lang = resolve_lang(lang)
     if timeout <= 0:
         raise InputError("--timeout must be more than 0 seconds")
-    found = inputs.find(paths)
+    due = _deadline(deadline)
+    found = inputs.locate(paths)
     if not found:
         raise InputError(f"no snapshot (*.gpushare.tgz) in {', '.join(map(str, paths))}")
-    chosen = inputs.shard(inputs.select([inputs.describe(p) for p in found], every), *shard)
+    try:
+        layout = identity.Layout(roster)
+        described = [inputs.describe(p, root, layout) for p, root in found]
+    except identity.LayoutError as exc:
+        raise InputError(str(exc)) from None
+    selected = inputs.select(described, every)
+    chosen = inputs.shard(selected, *shard)
     before = _previous(previous)
     visibility = _policy(policy)
     _require_sandbox(unsafe_no_sandbox)
@@ -143,7 +153,8 @@ def grade_class(
     shown = progress(len(tasks)) if progress else None
 
     def done(index: int, payload: dict[str, Any], seconds: float) -> None:
-        row = gradebook.row_from_results(folders[index], payload["results"])
+        results = gradebook.stamp(tasks[index].folder, chosen[index].record())
+        row = gradebook.row_from_results(folders[index], results)
         rows.append(row)
         if row.status != "error":
             costs.append({k: payload[k] for k in ("seconds", "cpu_ours", "cpu_learner")})
@@ -164,6 +175,7 @@ def grade_class(
             why="timeout" if ended == pool.HUNG else "died",
             detail=_ended_detail(ended, why, timeout + _GRACE),
         )
+        results = gradebook.stamp(task.folder, chosen[index].record())
         row = gradebook.row_from_results(folders[index], results)
         rows.append(row)
         if shown:
@@ -183,9 +195,23 @@ def grade_class(
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     rows = gradebook.ordered(rows)
-    run = finish(out, rows, checks, lang, seed, previous, before, started, costs, shard[1] > 1)
-    write_class_file(out, seed=seed, lang=lang, shard=f"{shard[0]}/{shard[1]}")
+    run = finish(out, rows, checks, lang, seed, previous, before, started, costs, shard[1] > 1, due)
+    run.superseded = len(described) - len(selected)
+    extra = {"deadline": deadline.strip()} if deadline else {}
+    write_class_file(out, seed=seed, lang=lang, shard=f"{shard[0]}/{shard[1]}", **extra)
     return run
+
+
+def _deadline(text: str | None) -> Any:
+    """``--deadline`` as a time (UTC when it names no offset), or None."""
+    if not text:
+        return None
+    when = flags.parse_time(text)
+    if when is None:
+        raise InputError(
+            f"--deadline takes an ISO 8601 time, e.g. 2026-12-01T23:59:00Z (got {text!r})"
+        )
+    return when
 
 
 def write_class_file(out: Path, **fields: Any) -> None:
@@ -218,8 +244,11 @@ def finish(
     started: float,
     costs: list[dict[str, float]],
     partial: bool = False,
+    deadline: Any = None,
 ) -> ClassRun:
-    """Write grades.csv and report.html of ``rows`` (a run's, or merged shards')."""
+    """Write grades.csv and report.html of ``rows`` (a run's, or merged shards'), with the
+    suspicion flags of the whole class (:func:`flags.mark`)."""
+    flags.mark(rows, deadline=deadline)
     changes = None
     if previous is not None and before is not None:
         changes = regrade.compare(str(previous), before, rows, partial=partial)
@@ -320,6 +349,12 @@ def summary(run: ClassRun) -> str:
         )
     for r in run.errors:
         lines.append(f"  {r.folder}: {text('error', lang)}: {report.reason_said(r, lang)}")
+    if run.superseded:
+        lines.append(text("superseded", lang, n=run.superseded))
+    flagged = [r for r in run.rows if r.flags]
+    if flagged:
+        lines.append(text("flagged_summary", lang, n=len(flagged)))
+        lines.extend(f"  {r.folder}: {' '.join(r.flags)}" for r in flagged)
     if run.diff is not None:
         if run.diff.changes:
             lines.append(text("changed", lang, n=len(run.diff.changes), previous=run.diff.previous))
@@ -350,6 +385,8 @@ def run_cli(args: argparse.Namespace) -> int:
             unsafe_no_sandbox=args.unsafe_no_sandbox,
             policy=Path(args.policy).expanduser() if args.policy else None,
             progress=Progress,
+            roster=Path(args.roster).expanduser() if getattr(args, "roster", None) else None,
+            deadline=getattr(args, "deadline", None),
         )
     except InputError as exc:
         print(f"gpushare: {exc}", file=sys.stderr)

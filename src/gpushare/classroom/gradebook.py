@@ -63,7 +63,7 @@ class Cell:
 class Row:
     """One graded (or ungradable) submission."""
 
-    learner: str  # the folder name under the class folder
+    learner: str  # the folder name under the class folder: the learner's (a row apart: whole)
     snapshot: str  # the snapshot's file name
     status: str  # passed, failed, error
     score: int | None  # None for an error row
@@ -76,6 +76,8 @@ class Row:
     digest: str = ""  # the snapshot's content hash, when it was graded (the seed derives from it)
     why: str = ""  # the sort of reason of an error row (classroom.texts ``why_*``), or ""
     detail: Any = None  # the reason as a translatable value (messages.T), when it has one
+    submission: dict[str, Any] = field(default_factory=dict)  # whose, from where (inputs)
+    flags: dict[str, str] = field(default_factory=dict)  # suspicion flag -> detail (flags.py)
 
     def step_scores(self) -> dict[int, int | None]:
         """step -> points, None when a check of the step was not judged."""
@@ -133,8 +135,11 @@ def row_from_results(folder: str, results: dict[str, Any]) -> Row:
     else:
         status = "failed"
     score = results.get("score")
+    submission = _submission(extra)
     return Row(
-        learner=folder.split("/")[0],
+        # a file that only its manifest gives to a learner whom another file is given to:
+        # its own name, so no gradebook import takes it for that learner's grade
+        learner=folder if submission.get("apart") else folder.split("/")[0],
         snapshot=snapshot,
         status=status,
         score=int(score) if status != "error" and score is not None else None,
@@ -147,6 +152,7 @@ def row_from_results(folder: str, results: dict[str, Any]) -> Row:
         digest=str(graded.get("snapshot_sha256") or ""),
         why=_why(extra) if status == "error" else "",
         detail=_detail(extra) if status == "error" else None,
+        submission=submission,
     )
 
 
@@ -156,6 +162,23 @@ def _detail(extra: dict[str, Any]) -> Any:
 
     data = extra.get("could_not_grade_detail")
     return from_data(data) if isinstance(data, dict) else None
+
+
+def _submission(extra: dict[str, Any]) -> dict[str, Any]:
+    """What the class run recorded of a submission (inputs.Submission.record), or {}."""
+    sub = extra.get("submission")
+    return dict(sub) if isinstance(sub, dict) else {}
+
+
+def stamp(folder: Path, record: dict[str, Any]) -> dict[str, Any]:
+    """Add ``record`` (whose the submission is, from where) to ``folder/results.json`` as
+    ``extra_data.submission``; return the JSON."""
+    path = folder / "results.json"
+    results = json.loads(path.read_text(encoding="utf-8"))
+    results.setdefault("extra_data", {})["submission"] = record
+    text = json.dumps(results, ensure_ascii=False, indent=2) + "\n"
+    write_text(path, text)
+    return results
 
 
 def _why(extra: dict[str, Any]) -> str:
@@ -281,7 +304,7 @@ def columns(rows: list[Row], checks: list[CheckInfo]) -> tuple[list[int], list[s
 
 
 def csv_text(rows: list[Row], checks: list[CheckInfo]) -> str:
-    """grades.csv: learner, score, status, snapshot, ``step N`` per step, one per check.
+    """grades.csv: learner, score, status, snapshot, flags, ``step N`` per step, one per check.
 
     Error rows have empty score cells; a check that was not judged (its grade timed out) is
     empty too, and so is its step. Rows in learner order; Unix newlines; UTF-8.
@@ -290,7 +313,15 @@ def csv_text(rows: list[Row], checks: list[CheckInfo]) -> str:
     buf = io.StringIO()
     out = csv.writer(buf, lineterminator="\n")
     out.writerow(
-        ["learner", "score", "status", "snapshot", *[f"step {s}" for s in steps], *numbers]
+        [
+            "learner",
+            "score",
+            "status",
+            "snapshot",
+            "flags",
+            *[f"step {s}" for s in steps],
+            *numbers,
+        ]
     )
     for row in ordered(rows):
         by_step = row.step_scores()
@@ -301,6 +332,7 @@ def csv_text(rows: list[Row], checks: list[CheckInfo]) -> str:
                 _num(row.score if graded else None),
                 row.status,
                 row.snapshot,
+                " ".join(row.flags),
                 *[_num(by_step.get(s)) if row.cells else "" for s in steps],
                 *[_num(row.cells[n].score) if n in row.cells else "" for n in numbers],
             ]

@@ -1,10 +1,11 @@
 """Which snapshots a class grade takes: found in folders, one per learner, split into shards.
 
-A snapshot's learner and capture time are read from its manifest (the first member of the
-file, read alone, with a size cap), else from its file name as ``gpushare snapshot`` writes it
-(``<learner>-<YYYYmmddTHHMMSSZ>-<hash12>.gpushare.tgz``), so a corrupt file still lands in its
-learner's row as an error instead of vanishing. Nothing here trusts the manifest: it only
-orders and names; :func:`gpushare.submissions.snapshot.load` verifies every byte before a grade.
+Whose a snapshot is, is decided by the instructor's layout (:mod:`.identity`: a roster, an LMS
+download, a folder per learner); only without one by its manifest (the first member of the
+file, read alone, with a size cap), else by its file name as ``gpushare snapshot`` writes it
+(``<learner>-<YYYYmmddTHHMMSSZ>-<hash12>.gpushare.tgz``), so a corrupt file still lands in a
+row of its own as an error instead of vanishing. The manifest's capture time orders a
+learner's files; :func:`gpushare.submissions.snapshot.load` verifies every byte before a grade.
 """
 
 from __future__ import annotations
@@ -13,13 +14,13 @@ import hashlib
 import json
 import re
 import tarfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from gpushare.submissions.snapshot import MAX_ARCHIVE, SUFFIX, safe_name
+from gpushare.classroom import identity
+from gpushare.classroom.identity import Layout, Placed
+from gpushare.submissions.snapshot import MAX_ARCHIVE, SUFFIX
 
-# Names the class folder uses itself; a learner folder never takes one of them.
-RESERVED = frozenset({"grades.csv", "report.html"})
 _MAX_MANIFEST = 1024 * 1024
 _NAME = re.compile(
     r"^(?P<learner>.+)-(?P<d>\d{8})T(?P<t>\d{6})Z-(?P<hash>[0-9a-f]{12})\.gpushare\.tgz$"
@@ -32,57 +33,128 @@ class InputError(Exception):
 
 @dataclass(frozen=True)
 class Submission:
-    """One snapshot file to grade, and what its row is called."""
+    """One snapshot file to grade, whose it is, and what its row is called."""
 
     path: Path
-    learner: str  # as a folder name: the learner column of grades.csv
+    learner: str  # as a folder name (identity.folder_name): the learner column of grades.csv
     captured_at: str  # "2026-11-30T10:15:00Z", or "" when neither manifest nor name says
     digest: str  # the manifest's sha256 of the content, or "" when unreadable
+    learner_id: str = ""  # the learner as decided, before it became a folder name
+    source: str = "manifest"  # what decided it: one of identity.SOURCES
+    claimed: str = ""  # the manifest's learner, whatever it says ("" when unreadable)
+    cluster_uid: str = ""  # the manifest's cluster identity (kube-system uid), or ""
+    late: bool = False  # the LMS's download marked it late
+    mismatch: bool = False  # the manifest names another learner than the layout
+    apart: bool = False  # one of several files that name one learner: each its own row
+    root: Path | None = None  # the PATH it was found under
 
     @property
     def name(self) -> str:
         return self.path.name
 
+    @property
+    def trusted(self) -> bool:
+        """Whether the instructor's layout (not the snapshot) says whose it is."""
+        return self.source in identity.TRUSTED
+
     def folder(self, every: bool) -> str:
-        """Where its results go under the class folder: the learner, or with ``--all``,
+        """Where its results go under the class folder: the learner, or with ``--all`` (or
+        when several files name one learner in their manifests),
         ``<learner>/<snapshot name without the suffix>``."""
-        if not every:
+        if not (every or self.apart):
             return self.learner
         stem = self.name[: -len(SUFFIX)] if self.name.endswith(SUFFIX) else self.name
-        return f"{self.learner}/{safe_name(stem)}"
+        return f"{self.learner}/{identity.folder_name(stem)}"
+
+    def record(self) -> dict[str, object]:
+        """What a class run keeps of it in results.json (``extra_data.submission``): what
+        the flags are computed from, again, by ``class merge``."""
+        return {
+            "learner": _utf8(self.learner_id),
+            "source": self.source,
+            "claimed": _utf8(self.claimed),
+            "cluster_uid": _utf8(self.cluster_uid),
+            "captured_at": _utf8(self.captured_at),
+            "sha256": self.digest,
+            "late": self.late,
+            "mismatch": self.mismatch,
+            "apart": self.apart,
+            "file": _utf8(self.name),
+        }
+
+
+def _utf8(text: str) -> str:
+    """``text`` as UTF-8 can hold it: a lone surrogate (a JSON ``\\ud800`` in a manifest, or a
+    file name the file system gave undecoded) becomes its escape, never an error at writing."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def find(paths: list[Path]) -> list[Path]:
     """Every snapshot named: a file as given, a folder searched (recursively) for
     ``*.gpushare.tgz``. Sorted and without duplicates."""
-    found: set[Path] = set()
+    return [path for path, _root in locate(paths)]
+
+
+def locate(paths: list[Path]) -> list[tuple[Path, Path | None]]:
+    """Every snapshot named, with the PATH (a folder) it was found under, or None for a file
+    named itself. Sorted by file, without duplicates (the first PATH that finds a file keeps
+    it)."""
+    found: dict[Path, Path | None] = {}
     for path in paths:
         if path.is_dir():
-            found.update(p for p in path.rglob(f"*{SUFFIX}") if p.is_file())
+            for p in sorted(path.rglob(f"*{SUFFIX}")):
+                if p.is_file():
+                    found.setdefault(p, path)
         elif path.is_file():
-            found.add(path)
+            found.setdefault(path, None)
         else:
             raise InputError(f"no such snapshot or folder: {path}")
-    return sorted(found)
+    return sorted(found.items())
 
 
-def describe(path: Path) -> Submission:
-    """Learner, capture time and content hash of ``path``, as far as they can be read."""
+def describe(path: Path, root: Path | None = None, layout: Layout | None = None) -> Submission:
+    """Whose ``path`` is (the layout's word, else its manifest's), its capture time and content
+    hash, as far as they can be read."""
     manifest = peek(path)
     match = _NAME.match(path.name)
-    learner = str(manifest.get("learner") or "") or (match["learner"] if match else "")
-    captured = str(manifest.get("captured_at") or "")
+    claimed = _text(manifest.get("learner"))
+    cluster = manifest.get("cluster")
+    uid = _text(cluster.get("uid")) if isinstance(cluster, dict) else ""
+    captured = _text(manifest.get("captured_at"))
     if not captured and match:
         d, t = match["d"], match["t"]
         captured = f"{d[:4]}-{d[4:6]}-{d[6:]}T{t[:2]}:{t[2:4]}:{t[4:]}Z"
-    if not learner:
-        stem = path.name[: -len(SUFFIX)] if path.name.endswith(SUFFIX) else path.stem
-        learner = stem
-    name = safe_name(learner)
-    if name in RESERVED:
-        name += "_"
-    digest = str(manifest.get("sha256") or "")
-    return Submission(path, name, captured, digest if re.fullmatch(r"[0-9a-f]{64}", digest) else "")
+    placed = layout.place(path, root) if layout is not None else _folder_only(path, root)
+    if placed is not None:
+        learner, source = placed.learner, placed.source
+    elif claimed:
+        learner, source = claimed, "manifest"
+    else:
+        stem = path.name[: -len(SUFFIX)] if path.name.endswith(SUFFIX) else path.name
+        learner, source = (match["learner"] if match else stem), "file name"
+    digest = _text(manifest.get("sha256"))
+    return Submission(
+        path,
+        identity.folder_name(learner),
+        captured,
+        digest if re.fullmatch(r"[0-9a-f]{64}", digest) else "",
+        learner_id=learner,
+        source=source,
+        claimed=claimed,
+        cluster_uid=uid[:200],
+        late=bool(placed and placed.late),
+        mismatch=bool(placed and claimed and not placed.names(claimed)),
+        root=root,
+    )
+
+
+def _folder_only(path: Path, root: Path | None) -> Placed | None:
+    return Layout().place(path, root)
+
+
+def _text(value: object) -> str:
+    """A manifest's string field as text (anything else, e.g. a list, is no answer)."""
+    return value if isinstance(value, str) else ""
 
 
 def peek(path: Path) -> dict[str, object]:
@@ -106,14 +178,27 @@ def peek(path: Path) -> dict[str, object]:
 def select(submissions: list[Submission], every: bool = False) -> list[Submission]:
     """The latest snapshot of each learner (by capture time, then file name), or every one
     (a file found twice, in two folders, once); ordered by learner, then file name: the order
-    of every output."""
-    kept: dict[str, Submission] = {}
+    of every output.
+
+    When only manifests say whose files are (no layout), files that name one learner from
+    different clusters are not one learner's resubmissions: each is graded, in a row of its
+    own (``<learner>/<snapshot>``), never one replacing another."""
+    kept: dict[tuple[str, bool, str], Submission] = {}
     for sub in submissions:  # in path order: of two copies of one file, the first is kept
-        key = sub.folder(every)  # the learner, or with every, the learner and the file
+        key = (sub.folder(every), sub.trusted, "" if sub.trusted else sub.cluster_uid)
         held = kept.get(key)
         if held is None or (sub.captured_at, sub.name) > (held.captured_at, held.name):
             kept[key] = sub
-    return sorted(kept.values(), key=lambda s: (s.learner, s.name))
+    groups: dict[str, int] = {}
+    for folder, _trusted, _uid in kept:
+        groups[folder] = groups.get(folder, 0) + 1
+    # a file only its manifest calls someone's never takes the row of a learner the layout
+    # names, nor of another cluster's file that names the same learner: it gets a row apart
+    chosen = [
+        replace(sub, apart=True) if not trusted and groups[folder] > 1 else sub
+        for (folder, trusted, _uid), sub in kept.items()
+    ]
+    return sorted(chosen, key=lambda s: (s.learner, s.name))
 
 
 def parse_shard(text: str) -> tuple[int, int]:

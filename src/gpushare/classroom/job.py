@@ -343,8 +343,9 @@ def procedure(*, expect: int, **options: Any) -> list[Step]:
             [
                 f"k wait --for=condition=Ready pod/{loader} --timeout=15m",
                 f"k exec {loader} -- rm -f {SNAPSHOTS}/{READY}",
-                f'(cd "$SNAPSHOTS" && tar -cf - -- *{SUFFIX}) | k exec -i {loader} -- '
-                f"tar -xf - -C {SNAPSHOTS}",
+                # the whole folder, its layout kept: a folder per learner, an LMS export's
+                # names or a roster decide whose each snapshot is (classroom/identity.py)
+                f'tar -cf - -C "$SNAPSHOTS" . | k exec -i {loader} -- tar -xf - -C {SNAPSHOTS}',
                 f"k exec {loader} -- touch {SNAPSHOTS}/{READY}",
                 f"k delete pod {loader} --wait=false",
             ],
@@ -456,7 +457,7 @@ def render(steps: list[Step], *, image: str, namespace: str | None, expect: int,
         "        sleep 5",
         "    done",
         "}",
-        f'found="$(find "$SNAPSHOTS" -maxdepth 1 -type f -name \'*{SUFFIX}\' | wc -l)"',
+        f'found="$(find "$SNAPSHOTS" -type f -name \'*{SUFFIX}\' | wc -l)"',
         'if [ "$found" -ne "$EXPECT" ]; then',
         f'    echo "class-job: expected $EXPECT *{SUFFIX} in $SNAPSHOTS, found $found" >&2',
         "    exit 2",
@@ -479,6 +480,10 @@ def grade_args(args: argparse.Namespace) -> list[str]:
         out += ["--lang", args.lang]
     if args.all:
         out.append("--all")
+    if args.deadline:
+        out += ["--deadline", args.deadline]
+    if args.roster:  # a file of the snapshots folder, copied in with it
+        out += ["--roster", f"{SNAPSHOTS}/{args.roster}"]
     return out
 
 

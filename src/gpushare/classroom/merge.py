@@ -48,6 +48,7 @@ def merge(
         lang = langs[0] if len(langs) == 1 else None
     lang = batch.resolve_lang(lang)
     seed = _class_seed(shards, rows, seed)  # before anything is written
+    deadline = _class_deadline(shards)
     out.mkdir(parents=True, exist_ok=True)
     for folder, shard in sorted(seen.items()):
         src, dst = shard / folder, out / folder
@@ -55,10 +56,31 @@ def merge(
             shutil.copytree(src, dst, dirs_exist_ok=True)
     checks = gradebook.catalog()
     run = batch.finish(
-        out, gradebook.ordered(rows), checks, lang, seed, previous, before, started, []
+        out,
+        gradebook.ordered(rows),
+        checks,
+        lang,
+        seed,
+        previous,
+        before,
+        started,
+        [],
+        deadline=batch._deadline(deadline),
     )
-    batch.write_class_file(out, seed=seed, lang=lang, merged=[str(s) for s in shards])
+    extra = {"deadline": deadline} if deadline else {}
+    batch.write_class_file(out, seed=seed, lang=lang, merged=[str(s) for s in shards], **extra)
     return run
+
+
+def _class_deadline(shards: list[Path]) -> str | None:
+    """The ``--deadline`` the shards were graded with (their ``class.json``); shards that
+    disagree are refused: their rows would be flagged by two rules."""
+    found = {str(batch.read_class_file(shard).get("deadline") or "") for shard in shards}
+    if len(found) > 1:
+        which = ", ".join(sorted(repr(d) if d else "none" for d in found))
+        raise InputError(f"the shards were graded with different --deadline values ({which})")
+    deadline = found.pop() if found else ""
+    return deadline or None
 
 
 def _class_seed(shards: list[Path], rows: list[gradebook.Row], given: int | None) -> int:

@@ -112,6 +112,8 @@ def render(
     parts.append(_failures(t, graded, numbers, lang))
     if errors:
         parts.append(_errors(t, errors))
+    if any(r.flags for r in rows):
+        parts.append(_flagged(t, rows))
     parts.append(_everyone(t, rows))
     parts.append("</body></html>\n")
     return "\n".join(parts)
@@ -384,6 +386,27 @@ def _errors(t: _Words, errors: list[Row]) -> str:
             f"<tr><td>{_e(r.folder)}</td><td><code>{_e(r.snapshot)}</code></td>"
             f"<td>{_e(reason_said(r, t.lang))}</td></tr>"
         )
+    out.append("</table>")
+    return "\n".join(out)
+
+
+def _flagged(t: _Words, rows: list[Row]) -> str:
+    """The rows with suspicion flags (classroom.flags), each flag said in words."""
+    out = [
+        f'<h2 id="flags">{_e(t("flags_title"))}</h2>',
+        f'<p class="note">{_e(t("flags_note"))}</p>',
+        f"<table><tr><th>{_e(t('learner'))}</th><th>{_e(t('snapshot'))}</th>"
+        f"<th>{_e(t('flags'))}</th></tr>",
+    ]
+    for r in rows:
+        if r.flags:
+            said = "<br>".join(
+                f"<code>{_e(k)}</code> {_e(t(f'flag_{k}', detail=v))}" for k, v in r.flags.items()
+            )
+            out.append(
+                f"<tr><td>{_e(r.folder)}</td><td><code>{_e(r.snapshot)}</code></td>"
+                f"<td>{said}</td></tr>"
+            )
     out.append("</table>")
     return "\n".join(out)
 

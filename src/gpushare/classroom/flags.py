@@ -1,0 +1,150 @@
+"""Suspicion flags of a class: what an instructor should look at before trusting a row.
+
+A snapshot is made on the learner's side, hashes included, so nothing in it proves who made
+it, when, or on which cluster. These flags point at what honest work rarely looks like; a flag
+is a reason to look, never a verdict, and never changes a score:
+
+- ``manifest_learner``: the manifest names another learner than the instructor's layout;
+- ``same_claim``: the manifests of files of different learners (or clusters) name one learner;
+- ``same_cluster``: learners whose snapshots carry one cluster identity (kube-system uid);
+- ``same_content``: learners whose snapshots have one content hash;
+- ``reference_cluster``: the cluster identity of a snapshot this project ships (the examples,
+  the recorded reference solution), read from those files at run time;
+- ``future``: captured later than the moment of grading (beyond a few minutes of clock skew);
+- ``after_deadline``: captured after ``--deadline``;
+- ``late``: the LMS's download marked the submission late (Canvas ``_LATE_``).
+
+Every flag is computed from the rows' ``results.json`` (``extra_data.submission``, written by
+the class run) and the run's options, in :func:`mark`, the one place both ``class grade`` and
+``class merge`` call: the shards of a class merged carry the very flags of one run.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import unicodedata
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+KEYS = (
+    "manifest_learner",
+    "same_claim",
+    "same_cluster",
+    "same_content",
+    "reference_cluster",
+    "future",
+    "after_deadline",
+    "late",
+)
+SKEW = dt.timedelta(minutes=10)  # a learner's clock ahead of ours by this much is not "future"
+_SHIPPED = ("examples/*.gpushare.tgz", "tests/recorded/reference.gpushare.tgz")
+
+
+def parse_time(text: str) -> dt.datetime | None:
+    """An ISO 8601 time (``2026-12-01T23:59:00Z``, or with an offset; UTC when it has none)."""
+    try:
+        when = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except (ValueError, AttributeError):
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=dt.UTC)
+
+
+def shipped_clusters(root: Path | None = None) -> dict[str, str]:
+    """cluster uid -> the shipped snapshot that carries it (examples, the recorded reference)."""
+    from gpushare import locations
+    from gpushare.classroom.inputs import peek
+
+    base = root or locations._CHECKOUT
+    found: dict[str, str] = {}
+    for pattern in _SHIPPED:
+        for path in sorted(base.glob(pattern)):
+            cluster = peek(path).get("cluster")
+            uid = cluster.get("uid") if isinstance(cluster, dict) else None
+            if isinstance(uid, str) and uid:
+                held = found.get(uid)
+                name = path.relative_to(base).as_posix()
+                found[uid] = f"{held}, {name}" if held else name
+    return found
+
+
+def mark(
+    rows: Iterable[Any],
+    *,
+    deadline: dt.datetime | None = None,
+    now: dt.datetime | None = None,
+    shipped: dict[str, str] | None = None,
+) -> None:
+    """Set ``row.flags`` (key -> detail, in :data:`KEYS` order) of every row."""
+    rows = list(rows)
+    now = now or dt.datetime.now(dt.UTC)
+    shipped = shipped if shipped is not None else shipped_clusters()
+    by_uid: dict[str, list[Any]] = {}
+    by_hash: dict[str, list[Any]] = {}
+    by_claim: dict[str, list[Any]] = {}
+    for row in rows:
+        sub = row.submission
+        if sub.get("cluster_uid"):
+            by_uid.setdefault(sub["cluster_uid"], []).append(row)
+        digest = sub.get("sha256") or row.digest
+        if digest:
+            by_hash.setdefault(digest, []).append(row)
+        claim = _claim(sub)
+        if claim:
+            by_claim.setdefault(claim, []).append(row)
+    for row in rows:
+        sub = row.submission
+        found: dict[str, str] = {}
+        if sub.get("mismatch"):
+            found["manifest_learner"] = printable(sub.get("claimed") or "")
+        same = by_claim.get(_claim(sub), [])
+        if len({r.learner for r in same}) > 1 or len({_uid(r) for r in same}) > 1:
+            found["same_claim"] = _others(row, same, by_folder=True)
+        uid = sub.get("cluster_uid") or ""
+        if uid and len({r.learner for r in by_uid[uid]}) > 1:
+            found["same_cluster"] = _others(row, by_uid[uid])
+        digest = sub.get("sha256") or row.digest
+        if digest and len({r.learner for r in by_hash[digest]}) > 1:
+            found["same_content"] = _others(row, by_hash[digest])
+        if uid in shipped:
+            found["reference_cluster"] = shipped[uid]
+        captured = parse_time(sub.get("captured_at") or "")
+        if captured is not None and captured > now + SKEW:
+            found["future"] = sub["captured_at"]
+        if captured is not None and deadline is not None and captured > deadline:
+            found["after_deadline"] = sub["captured_at"]
+        if sub.get("late"):
+            found["late"] = "late"
+        row.flags = {k: found[k] for k in KEYS if k in found}
+
+
+def _uid(row: Any) -> str:
+    return str(row.submission.get("cluster_uid") or "")
+
+
+def _others(row: Any, rows: list[Any], by_folder: bool = False) -> str:
+    """The other learners (or rows) of a group, as the report names them."""
+    if by_folder:
+        names = sorted({r.folder for r in rows if r.folder != row.folder})
+    else:
+        names = sorted({r.learner for r in rows if r.learner != row.learner})
+    return ", ".join(names)
+
+
+def _claim(sub: dict[str, Any]) -> str:
+    """The learner a manifest names, as an id: exact (``zhang san`` is not ``zhang_san``)
+    but for Unicode normalisation."""
+    return unicodedata.normalize("NFC", str(sub.get("claimed") or ""))
+
+
+def printable(text: str, limit: int = 120) -> str:
+    """``text`` with control and format characters shown as escapes, cut to ``limit``: what a
+    snapshot says, safe on a terminal. (A minimal local helper until the sanitizer of issue 18
+    item 5 is merged.)"""
+    out = []
+    for ch in text[:limit]:
+        if unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"):
+            out.append(ch.encode("unicode_escape", "backslashreplace").decode("ascii"))
+        else:
+            out.append(ch)
+    return "".join(out) + ("…" if len(text) > limit else "")
