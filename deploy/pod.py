@@ -1,0 +1,149 @@
+"""A pod of the Job that ``gpushare class job`` prints, as a ``podman run`` command line.
+
+There is no cluster that runs containers here (kwok runs none), so ``make images`` runs each
+pod of the printed Job with podman, translated field by field from the very manifest
+(:func:`gpushare.classroom.job.manifests`), never from a second copy of the settings:
+
+=====================================================  =============================================
+pod field                                              podman
+=====================================================  =============================================
+``hostUsers: false``                                   ``--userns=auto`` (a uid range of its own)
+``securityContext.runAsUser/runAsGroup``               ``--user U:G``
+``securityContext.fsGroup``                            ``--group-add G``
+``allowPrivilegeEscalation: false``                    ``--security-opt no-new-privileges``
+``capabilities.drop: [ALL]`` / ``add``                 ``--cap-drop=all`` / ``--cap-add``
+``readOnlyRootFilesystem: true``                       ``--read-only --read-only-tmpfs=false``
+``procMount: Unmasked``                                ``--security-opt unmask=ALL``
+``seccompProfile`` Unconfined / Localhost / default    ``seccomp=unconfined`` / ``seccomp=FILE`` / -
+``appArmorProfile`` Unconfined / default               ``apparmor=unconfined`` / -
+``resources.limits.memory`` (``cpu``)                  ``--memory`` (``--cpus``)
+``env`` (the completion index from the annotation)     ``-e NAME=VALUE``
+``command`` with ``$(VAR)``                            expanded as the kubelet does
+``volumeMounts`` of claims / ``emptyDir``              ``-v HOSTDIR:PATH[:ro]``
+=====================================================  =============================================
+
+``drop`` removes one setting (``make images`` shows the hint bwrap's failure then gives).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+SETTINGS = ("hostUsers", "procMount", "seccompProfile", "appArmorProfile")
+
+
+def pod_spec(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    """The pod template's spec of the Job among ``objects``."""
+    jobs = [o for o in objects if o.get("kind") == "Job"]
+    if len(jobs) != 1:
+        raise ValueError(f"expected one Job among the objects, found {len(jobs)}")
+    return jobs[0]["spec"]["template"]["spec"]
+
+
+def _quantity_bytes(value: str) -> str:
+    """A Kubernetes memory quantity as podman's: ``2Gi`` -> ``2g``, ``512Mi`` -> ``512m``."""
+    m = re.fullmatch(r"(\d+)(Ki|Mi|Gi|Ti)?", value)
+    if not m:
+        raise ValueError(f"memory quantity {value!r} is not one this translation knows")
+    number, unit = m.groups()
+    return number + {"Ki": "k", "Mi": "m", "Gi": "g", "Ti": "t", None: ""}[unit]
+
+
+def expand(text: str, env: dict[str, str]) -> str:
+    """``$(VAR)`` replaced by ``env[VAR]`` as the kubelet does (``$$`` is a literal ``$``; an
+    unknown variable stays as written)."""
+
+    def one(m: re.Match[str]) -> str:
+        if m.group(0) == "$$":
+            return "$"
+        name = m.group(1)
+        return env.get(name, m.group(0))
+
+    return re.sub(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)", one, text)
+
+
+def run_args(
+    spec: dict[str, Any],
+    *,
+    index: int,
+    image: str,
+    volumes: dict[str, str],
+    localhost_profiles: str | None = None,
+    drop: frozenset[str] = frozenset(),
+    name: str | None = None,
+) -> list[str]:
+    """``podman run`` arguments (after ``run``) for pod ``index`` of the Job whose pod spec is
+    ``spec``: ``volumes`` maps each volume name to a host folder; ``localhost_profiles`` is the
+    folder of seccomp ``Localhost`` profiles (the kubelet's ``/var/lib/kubelet/seccomp``);
+    ``drop`` names settings of :data:`SETTINGS` to leave out."""
+    unknown = set(drop) - set(SETTINGS)
+    if unknown:
+        raise ValueError(f"unknown settings to drop: {sorted(unknown)}")
+    (container,) = spec["containers"]
+    args = ["--rm"]
+    if name:
+        args += ["--name", name]
+    if spec.get("hostUsers") is False and "hostUsers" not in drop:
+        args.append("--userns=auto")
+    pod_sc = spec.get("securityContext", {})
+    if "runAsUser" in pod_sc:
+        args += ["--user", f"{pod_sc['runAsUser']}:{pod_sc.get('runAsGroup', 0)}"]
+    if pod_sc.get("runAsNonRoot") and pod_sc.get("runAsUser") == 0:
+        raise ValueError("runAsNonRoot with runAsUser 0: the kubelet would refuse this pod")
+    if "fsGroup" in pod_sc:
+        args += ["--group-add", str(pod_sc["fsGroup"])]
+    sc = container.get("securityContext", {})
+    if sc.get("allowPrivilegeEscalation") is False:
+        args += ["--security-opt", "no-new-privileges"]
+    caps = sc.get("capabilities", {})
+    args += [f"--cap-drop={c.lower()}" for c in caps.get("drop", [])]
+    args += [f"--cap-add={c.lower()}" for c in caps.get("add", [])]
+    if sc.get("readOnlyRootFilesystem"):
+        args += ["--read-only", "--read-only-tmpfs=false"]
+    if sc.get("procMount") == "Unmasked" and "procMount" not in drop:
+        args += ["--security-opt", "unmask=ALL"]
+    seccomp = sc.get("seccompProfile", {}) if "seccompProfile" not in drop else {}
+    if seccomp.get("type") == "Unconfined":
+        args += ["--security-opt", "seccomp=unconfined"]
+    elif seccomp.get("type") == "Localhost":
+        if localhost_profiles is None:
+            raise ValueError("a Localhost seccomp profile needs the folder of profiles")
+        args += ["--security-opt", f"seccomp={localhost_profiles}/{seccomp['localhostProfile']}"]
+    apparmor = sc.get("appArmorProfile", {}) if "appArmorProfile" not in drop else {}
+    if apparmor.get("type") == "Unconfined":
+        args += ["--security-opt", "apparmor=unconfined"]
+    limits = container.get("resources", {}).get("limits", {})
+    if "memory" in limits:
+        args += ["--memory", _quantity_bytes(limits["memory"])]
+    if "cpu" in limits:
+        args += ["--cpus", str(limits["cpu"])]
+    env: dict[str, str] = {}
+    for item in container.get("env", []):
+        if "value" in item:
+            env[item["name"]] = expand(item["value"], env)
+        elif "job-completion-index" in str(item.get("valueFrom", {})):
+            env[item["name"]] = str(index)
+        else:
+            raise ValueError(f"env {item['name']}: a valueFrom this translation does not know")
+    for key, value in env.items():
+        args += ["-e", f"{key}={value}"]
+    by_name = {v["name"]: v for v in spec.get("volumes", [])}
+    for mount in container.get("volumeMounts", []):
+        volume = by_name[mount["name"]]
+        if mount["name"] not in volumes:
+            raise ValueError(f"no host folder given for volume {mount['name']!r}")
+        read_only = mount.get("readOnly") or volume.get("persistentVolumeClaim", {}).get("readOnly")
+        args += [
+            "-v",
+            f"{volumes[mount['name']]}:{mount['mountPath']}" + (":ro" if read_only else ""),
+        ]
+    if "workingDir" in container:
+        args += ["--workdir", container["workingDir"]]
+    command = [expand(part, env) for part in container.get("command", [])]
+    command += [expand(part, env) for part in container.get("args", [])]
+    if command:
+        args += ["--entrypoint", command[0], image, *command[1:]]
+    else:
+        args.append(image)
+    return args
