@@ -7,7 +7,7 @@ pod of the printed Job with podman, translated field by field from the very mani
 =====================================================  =============================================
 pod field                                              podman
 =====================================================  =============================================
-``hostUsers: false``                                   ``--userns=auto`` (a uid range of its own)
+``hostUsers: false``                                   ``--userns=auto`` (or ``--uidmap``: below)
 ``securityContext.runAsUser/runAsGroup``               ``--user U:G``
 ``securityContext.fsGroup``                            ``--group-add G``
 ``allowPrivilegeEscalation: false``                    ``--security-opt no-new-privileges``
@@ -72,11 +72,16 @@ def run_args(
     localhost_profiles: str | None = None,
     drop: frozenset[str] = frozenset(),
     name: str | None = None,
+    userns_range: tuple[int, int] | None = None,
 ) -> list[str]:
     """``podman run`` arguments (after ``run``) for pod ``index`` of the Job whose pod spec is
     ``spec``: ``volumes`` maps each volume name to a host folder; ``localhost_profiles`` is the
     folder of seccomp ``Localhost`` profiles (the kubelet's ``/var/lib/kubelet/seccomp``);
-    ``drop`` names settings of :data:`SETTINGS` to leave out."""
+    ``drop`` names settings of :data:`SETTINGS` to leave out. ``userns_range`` (first host
+    uid, count): for ``hostUsers: false``, that range for every pod instead of one picked per
+    pod; the kubelet picks one per pod but mounts the volumes id-mapped, so what one pod writes
+    is uid 1000's on the volume for the next; runc 1.1 has no id-mapped mounts, so pods that
+    share a volume share a range instead."""
     unknown = set(drop) - set(SETTINGS)
     if unknown:
         raise ValueError(f"unknown settings to drop: {sorted(unknown)}")
@@ -85,7 +90,11 @@ def run_args(
     if name:
         args += ["--name", name]
     if spec.get("hostUsers") is False and "hostUsers" not in drop:
-        args.append("--userns=auto")
+        if userns_range is None:
+            args.append("--userns=auto")
+        else:
+            first, count = userns_range
+            args += ["--uidmap", f"0:{first}:{count}", "--gidmap", f"0:{first}:{count}"]
     pod_sc = spec.get("securityContext", {})
     if "runAsUser" in pod_sc:
         args += ["--user", f"{pod_sc['runAsUser']}:{pod_sc.get('runAsGroup', 0)}"]
