@@ -202,16 +202,17 @@ def step_base(args: argparse.Namespace) -> None:
     check(version.startswith("3.11."), f"the base's python3 is 3.11 ({version})")
 
 
-def build_mounts() -> list[str]:
-    """What build steps that download see of the host: its CA store (read-only)."""
-    return ["-v", f"{CA_BUNDLE}:{CA_BUNDLE}:ro"]
+def build_mounts(args: argparse.Namespace) -> list[str]:
+    """What build steps that download see of the host: its CA store (read-only); with
+    ``--no-cache``, no layer of an earlier build is reused."""
+    return ["-v", f"{CA_BUNDLE}:{CA_BUNDLE}:ro", *(["--no-cache"] if args.no_cache else [])]
 
 
 def step_grade_image(args: argparse.Namespace) -> None:
     with timed("grading image build (s)"):
         podman(
             "build",
-            *build_mounts(),
+            *build_mounts(args),
             "--build-arg",
             f"BASE={args.base}",
             "-t",
@@ -249,7 +250,7 @@ def step_lab_image(args: argparse.Namespace) -> None:
     for path in (modcache, gocache):
         Path(path).mkdir(parents=True, exist_ok=True)
     mounts = [
-        *build_mounts(),
+        *build_mounts(args),
         "-v",
         f"{goroot}:/usr/local/go:ro",
         "-v",
@@ -359,14 +360,14 @@ def step_class(args: argparse.Namespace) -> None:
     spec = pod.pod_spec(objects)
     command = spec["containers"][0]["command"]
     results = writable(work / "results")
-    tmps = [writable(work / f"tmp-{i}") for i in range(args.shards)]
+    claims = claim_folders(objects, subs, results)
     start = time.monotonic()
     procs = [
         run_pod(
             spec,
             i,
             args.grade,
-            {"snapshots": str(subs), "results": str(results), "tmp": str(tmps[i])},
+            volumes_for(spec, claims, work / f"pod-{i}"),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
         )
@@ -383,22 +384,23 @@ def step_class(args: argparse.Namespace) -> None:
             f"grading pod {i} exit 0 with the sandbox (got "
             f"{proc.returncode}; log {work / f'pod-{i}.log'}: {output.strip()[-300:]!r})",
         )
-    merge = [
-        "sh",
-        "-c",
-        f"gpushare class merge {pod_results(spec)}/shard-* --out {pod_results(spec)}/class",
-    ]
+    printed_merge = pod.merge_spec(objects)
+    merge_command = None
+    if printed_merge is None:  # none printed (yet): the grading pod's, running the merge
+        printed_merge = spec
+        merge_command = [
+            "sh",
+            "-c",
+            f"gpushare class merge {pod_results(spec)}/shard-* --out {pod_results(spec)}/class",
+        ]
+    figures["merge"] = "the printed merge pod" if merge_command is None else "grading pod + merge"
     with timed("merge pod (s)"):
         proc = run_pod(
-            spec,
+            printed_merge,
             0,
             args.grade,
-            {
-                "snapshots": str(subs),
-                "results": str(results),
-                "tmp": str(writable(work / "tmp-merge")),
-            },
-            command=merge,
+            volumes_for(printed_merge, claims, work / "merge"),
+            command=merge_command,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
         )
@@ -430,6 +432,36 @@ def step_class(args: argparse.Namespace) -> None:
         f"grades.csv of the pods == the host's, byte for byte ({rows} learners)",
     )
     check((results / "class" / "report.html").is_file(), "the merge wrote report.html")
+
+
+def claim_folders(objects: list[dict[str, Any]], subs: Path, results: Path) -> dict[str, Path]:
+    """The host folder of each claim the Job mounts: the read-only one holds the snapshots,
+    the other the results (as the claims the README has the operator fill and read)."""
+    spec = pod.pod_spec(objects)
+    mounts = {m["name"]: m for m in spec["containers"][0]["volumeMounts"]}
+    out: dict[str, Path] = {}
+    for volume in spec["volumes"]:
+        claim = volume.get("persistentVolumeClaim")
+        if claim:
+            read_only = claim.get("readOnly") or mounts[volume["name"]].get("readOnly")
+            out[claim["claimName"]] = subs if read_only else results
+    return out
+
+
+def volumes_for(spec: dict[str, Any], claims: dict[str, Path], scratch: Path) -> dict[str, str]:
+    """Host folders for each volume of ``spec``: its claims' folders, and a fresh writable
+    folder under ``scratch`` for each ``emptyDir``."""
+    out: dict[str, str] = {}
+    for volume in spec.get("volumes", []):
+        claim = volume.get("persistentVolumeClaim")
+        if claim:
+            out[volume["name"]] = str(claims[claim["claimName"]])
+        elif "emptyDir" in volume:
+            scratch.mkdir(parents=True, exist_ok=True)
+            out[volume["name"]] = str(writable(scratch / volume["name"]))
+        else:
+            raise ValueError(f"volume {volume['name']!r}: a kind make images does not provide")
+    return out
 
 
 def pod_results(spec: dict[str, Any]) -> str:
@@ -472,7 +504,8 @@ def step_sandbox(args: argparse.Namespace) -> None:
         path.chmod(0o755 if path.is_dir() else 0o644)
     write_no_userns_profile(work / "seccomp-no-userns.json")
     shutil.copy(ROOT / "deploy" / "seccomp-bwrap.json", work / "seccomp-bwrap.json")
-    spec = pod.pod_spec(printed_job(args.grade, 1))
+    objects = printed_job(args.grade, 1)
+    spec = pod.pod_spec(objects)
     causes = [v for v in vars(diagnose).values() if isinstance(v, diagnose.Cause)]
     recorded = []
     for name, change, expected in SANDBOX_CASES:
@@ -488,11 +521,9 @@ def step_sandbox(args: argparse.Namespace) -> None:
             image=args.grade,
             drop=frozenset(change.get("drop", ())),
             localhost_profiles=str(work),
-            volumes={
-                "snapshots": str(subs),
-                "results": str(writable(work / "results")),
-                "tmp": str(writable(work / "tmp")),
-            },
+            volumes=volumes_for(
+                case, claim_folders(objects, subs, writable(work / "results")), work / "pod"
+            ),
         )
         done = podman("run", *argv, check=False, capture_output=True)
         stderr = done.stderr.strip()
@@ -644,6 +675,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--mirror", default="http://deb.debian.org/debian")
     parser.add_argument("--lock", default="requirements/grade.lock")
     parser.add_argument("--shards", type=int, default=2)
+    parser.add_argument(
+        "--no-cache", action="store_true", help="build every layer again (for build times)"
+    )
     args = parser.parse_args(argv)
     steps = [s.strip() for s in args.steps.split(",") if s.strip()]
     unknown = [s for s in steps if s not in STEPS]

@@ -34,11 +34,31 @@ SETTINGS = ("hostUsers", "procMount", "seccompProfile", "appArmorProfile")
 
 
 def pod_spec(objects: list[dict[str, Any]]) -> dict[str, Any]:
-    """The pod template's spec of the Job among ``objects``."""
-    jobs = [o for o in objects if o.get("kind") == "Job"]
+    """The pod template's spec of the grading Job (the Indexed one) among ``objects``."""
+    jobs = [
+        o
+        for o in objects
+        if o.get("kind") == "Job" and o["spec"].get("completionMode") == "Indexed"
+    ]
     if len(jobs) != 1:
-        raise ValueError(f"expected one Job among the objects, found {len(jobs)}")
+        raise ValueError(f"expected one Indexed Job among the objects, found {len(jobs)}")
     return jobs[0]["spec"]["template"]["spec"]
+
+
+def merge_spec(objects: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The pod spec of the printed merge (a Pod, or a Job's template, whose command runs
+    ``class merge``), or None when nothing printed is one."""
+    for o in objects:
+        spec = o.get("spec", {})
+        if o.get("kind") == "Job":
+            spec = spec.get("template", {}).get("spec", {})
+        elif o.get("kind") != "Pod":
+            continue
+        for container in spec.get("containers", []):
+            words = " ".join(container.get("command", []) + container.get("args", []))
+            if "class merge" in words:
+                return spec
+    return None
 
 
 def _quantity_bytes(value: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -106,6 +107,19 @@ def test_a_localhost_profile_is_read_from_the_kubelet_folder_given():
         pod.run_args(spec, index=0, image="img", volumes=VOLUMES)
 
 
+def test_the_grading_job_and_a_printed_merge_are_told_apart():
+    objects = job.manifests(image="img", shards=2)
+    assert pod.pod_spec(objects)["containers"][0]["command"][:3] == ["gpushare", "class", "grade"]
+    assert pod.merge_spec(objects) is None
+    merge = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "spec": {"containers": [{"name": "m", "command": ["sh", "-c", "gpushare class merge x"]}]},
+    }
+    assert pod.merge_spec([*objects, merge]) is merge["spec"]
+    assert pod.pod_spec([*objects, merge]) is pod.pod_spec(objects)
+
+
 def test_kubelet_expansion_of_commands():
     env = {"A": "1"}
     assert pod.expand("x-$(A)/$(B)", env) == "x-1/$(B)"
@@ -132,3 +146,71 @@ def test_the_shipped_seccomp_profile_allows_what_bwrap_needs():
     }
     assert {"sethostname", "unshare", "clone", "mount", "pivot_root"} <= allowed
     assert profile["defaultAction"] == "SCMP_ACT_ERRNO"
+
+
+# --- on the lab's real apiserver (Kubernetes 1.36): what the cluster accepts ----------------
+
+
+def _pod(spec: dict, namespace: str, name: str) -> str:
+    return json.dumps(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": spec,
+        }
+    )
+
+
+def _localhost_seccomp(spec: dict) -> dict:
+    """The printed pod with deploy/seccomp-bwrap.json as a Localhost profile and the node's
+    default AppArmor profile (what a namespace at Pod Security "baseline" admits)."""
+    spec = json.loads(json.dumps(spec))
+    sc = spec["containers"][0]["securityContext"]
+    sc["seccompProfile"] = {"type": "Localhost", "localhostProfile": "gpushare/seccomp-bwrap.json"}
+    del sc["appArmorProfile"]
+    return spec
+
+
+def test_the_cluster_takes_the_pod_settings_at_the_pod_security_level_the_readme_says(lab):
+    """Server-side dry-runs of the printed pod: the apiserver keeps hostUsers: false and
+    procMount: Unmasked (a disabled feature would drop them silently), refuses Unmasked
+    without hostUsers: false, and Pod Security admits the printed pod at "privileged" only,
+    the Localhost-profile variant at "baseline" (policy 1.35+), neither at "restricted"."""
+    from tests.helpers import kubectl
+
+    spec = _spec_of()
+    base = f"deploy-{os.getpid()}"
+    levels = ("privileged", "baseline", "restricted")
+    for level in levels:
+        kubectl(lab, "create", "namespace", f"{base}-{level}")
+        kubectl(lab, "label", "namespace", f"{base}-{level}",
+                f"pod-security.kubernetes.io/enforce={level}")  # fmt: skip
+    try:
+
+        def dry_run(pod_spec: dict, level: str):
+            return kubectl(
+                lab, "create", "--dry-run=server", "-o", "json", "-f", "-",
+                input=_pod(pod_spec, f"{base}-{level}", "grade-0"), check=False,
+            )  # fmt: skip
+
+        done = dry_run(spec, "privileged")
+        assert done.returncode == 0, done.stderr
+        kept = json.loads(done.stdout)["spec"]
+        assert kept["hostUsers"] is False
+        assert kept["containers"][0]["securityContext"]["procMount"] == "Unmasked"
+
+        without = json.loads(json.dumps(spec))
+        del without["hostUsers"]
+        refused = dry_run(without, "privileged")
+        assert refused.returncode != 0
+        assert "`hostUsers` must be false to use `Unmasked`" in refused.stderr
+
+        refused = dry_run(spec, "baseline")
+        assert refused.returncode != 0 and "seccompProfile" in refused.stderr, refused.stderr
+        assert dry_run(_localhost_seccomp(spec), "baseline").returncode == 0
+        refused = dry_run(_localhost_seccomp(spec), "restricted")
+        assert refused.returncode != 0 and "procMount" in refused.stderr, refused.stderr
+    finally:
+        for level in levels:
+            kubectl(lab, "delete", "namespace", f"{base}-{level}", "--wait=false", check=False)
