@@ -8,13 +8,13 @@ pod of the printed Job with podman, translated field by field from the very mani
 pod field                                              podman
 =====================================================  =============================================
 ``hostUsers: false``                                   ``--userns=auto`` (or ``--uidmap``: below)
-``securityContext.runAsUser/runAsGroup``               ``--user U:G``
+``runAsUser/runAsGroup`` (container's, else pod's)     ``--user U:G``
 ``securityContext.fsGroup``                            ``--group-add G``
 ``allowPrivilegeEscalation: false``                    ``--security-opt no-new-privileges``
 ``capabilities.drop: [ALL]`` / ``add``                 ``--cap-drop=all`` / ``--cap-add``
 ``readOnlyRootFilesystem: true``                       ``--read-only --read-only-tmpfs=false``
 ``procMount: Unmasked``                                ``--security-opt unmask=ALL``
-``seccompProfile`` Unconfined / Localhost / default    ``seccomp=unconfined`` / ``seccomp=FILE`` / -
+``seccompProfile`` (container's, else pod's)           ``seccomp=unconfined`` / ``=FILE`` / default
 ``appArmorProfile`` Unconfined / default               ``apparmor=unconfined`` / -
 ``resources.limits.memory`` (``cpu``)                  ``--memory`` (``--cpus``)
 ``env`` (the completion index from the annotation)     ``-e NAME=VALUE``
@@ -83,6 +83,32 @@ def expand(text: str, env: dict[str, str]) -> str:
     return re.sub(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)", one, text)
 
 
+def _idmap(first: int, count: int, keep: set[int]) -> list[str]:
+    """``container:host:size`` segments mapping ``0..count-1`` onto ``first..``, except the ids
+    of ``keep``, which map to themselves."""
+    segments, at = [], 0
+    for kept in sorted(i for i in keep if 0 <= i < count):
+        if kept > at:
+            segments.append(f"{at}:{first + at}:{kept - at}")
+        segments.append(f"{kept}:{kept}:1")
+        at = kept + 1
+    if at < count:
+        segments.append(f"{at}:{first + at}:{count - at}")
+    return segments
+
+
+def _container(spec: dict[str, Any], name: str | None) -> dict[str, Any]:
+    every = spec.get("initContainers", []) + spec["containers"]
+    if name is None:
+        if len(spec["containers"]) != 1:
+            raise ValueError("name the container: the pod has several")
+        return spec["containers"][0]
+    for container in every:
+        if container["name"] == name:
+            return container
+    raise ValueError(f"no container {name!r} in the pod")
+
+
 def run_args(
     spec: dict[str, Any],
     *,
@@ -93,19 +119,26 @@ def run_args(
     drop: frozenset[str] = frozenset(),
     name: str | None = None,
     userns_range: tuple[int, int] | None = None,
+    container: str | None = None,
 ) -> list[str]:
     """``podman run`` arguments (after ``run``) for pod ``index`` of the Job whose pod spec is
     ``spec``: ``volumes`` maps each volume name to a host folder; ``localhost_profiles`` is the
     folder of seccomp ``Localhost`` profiles (the kubelet's ``/var/lib/kubelet/seccomp``);
-    ``drop`` names settings of :data:`SETTINGS` to leave out. ``userns_range`` (first host
-    uid, count): for ``hostUsers: false``, that range for every pod instead of one picked per
-    pod; the kubelet picks one per pod but mounts the volumes id-mapped, so what one pod writes
-    is uid 1000's on the volume for the next; runc 1.1 has no id-mapped mounts, so pods that
-    share a volume share a range instead."""
+    ``drop`` names settings of :data:`SETTINGS` to leave out; ``container`` names one of the
+    pod's containers or init containers (default: its only container).
+
+    ``userns_range`` (first host uid, count): for ``hostUsers: false``, that range instead of
+    one picked per pod, with the pod's own uid and gids (``runAsUser``, ``runAsGroup``,
+    ``fsGroup``) mapped to themselves. The kubelet picks a range per pod but mounts the
+    volumes id-mapped, so a file the pod's uid 1000 writes is uid 1000's on the volume, for the
+    next pod too (the merge); runc 1.1 has no id-mapped mounts, and this gives the volumes the
+    same owners."""
     unknown = set(drop) - set(SETTINGS)
     if unknown:
         raise ValueError(f"unknown settings to drop: {sorted(unknown)}")
-    (container,) = spec["containers"]
+    chosen = _container(spec, container)
+    pod_sc = spec.get("securityContext", {})
+    sc = {**pod_sc, **chosen.get("securityContext", {})}  # the container's settings win
     args = ["--rm"]
     if name:
         args += ["--name", name]
@@ -114,15 +147,16 @@ def run_args(
             args.append("--userns=auto")
         else:
             first, count = userns_range
-            args += ["--uidmap", f"0:{first}:{count}", "--gidmap", f"0:{first}:{count}"]
-    pod_sc = spec.get("securityContext", {})
-    if "runAsUser" in pod_sc:
-        args += ["--user", f"{pod_sc['runAsUser']}:{pod_sc.get('runAsGroup', 0)}"]
-    if pod_sc.get("runAsNonRoot") and pod_sc.get("runAsUser") == 0:
+            uids = {sc["runAsUser"]} if "runAsUser" in sc else set()
+            gids = {sc[k] for k in ("runAsGroup", "fsGroup") if k in sc}
+            args += [a for seg in _idmap(first, count, uids) for a in ("--uidmap", seg)]
+            args += [a for seg in _idmap(first, count, gids) for a in ("--gidmap", seg)]
+    if "runAsUser" in sc:
+        args += ["--user", f"{sc['runAsUser']}:{sc.get('runAsGroup', 0)}"]
+    if sc.get("runAsNonRoot") and sc.get("runAsUser") == 0:
         raise ValueError("runAsNonRoot with runAsUser 0: the kubelet would refuse this pod")
     if "fsGroup" in pod_sc:
         args += ["--group-add", str(pod_sc["fsGroup"])]
-    sc = container.get("securityContext", {})
     if sc.get("allowPrivilegeEscalation") is False:
         args += ["--security-opt", "no-new-privileges"]
     caps = sc.get("capabilities", {})
@@ -142,13 +176,13 @@ def run_args(
     apparmor = sc.get("appArmorProfile", {}) if "appArmorProfile" not in drop else {}
     if apparmor.get("type") == "Unconfined":
         args += ["--security-opt", "apparmor=unconfined"]
-    limits = container.get("resources", {}).get("limits", {})
+    limits = chosen.get("resources", {}).get("limits", {})
     if "memory" in limits:
         args += ["--memory", _quantity_bytes(limits["memory"])]
     if "cpu" in limits:
         args += ["--cpus", str(limits["cpu"])]
     env: dict[str, str] = {}
-    for item in container.get("env", []):
+    for item in chosen.get("env", []):
         if "value" in item:
             env[item["name"]] = expand(item["value"], env)
         elif "job-completion-index" in str(item.get("valueFrom", {})):
@@ -158,7 +192,7 @@ def run_args(
     for key, value in env.items():
         args += ["-e", f"{key}={value}"]
     by_name = {v["name"]: v for v in spec.get("volumes", [])}
-    for mount in container.get("volumeMounts", []):
+    for mount in chosen.get("volumeMounts", []):
         volume = by_name[mount["name"]]
         if mount["name"] not in volumes:
             raise ValueError(f"no host folder given for volume {mount['name']!r}")
@@ -167,10 +201,10 @@ def run_args(
             "-v",
             f"{volumes[mount['name']]}:{mount['mountPath']}" + (":ro" if read_only else ""),
         ]
-    if "workingDir" in container:
-        args += ["--workdir", container["workingDir"]]
-    command = [expand(part, env) for part in container.get("command", [])]
-    command += [expand(part, env) for part in container.get("args", [])]
+    if "workingDir" in chosen:
+        args += ["--workdir", chosen["workingDir"]]
+    command = [expand(part, env) for part in chosen.get("command", [])]
+    command += [expand(part, env) for part in chosen.get("args", [])]
     if command:
         args += ["--entrypoint", command[0], image, *command[1:]]
     else:

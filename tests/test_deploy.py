@@ -120,6 +120,33 @@ def test_the_grading_job_and_a_printed_merge_are_told_apart():
     assert pod.pod_spec([*objects, merge]) is pod.pod_spec(objects)
 
 
+def test_pods_sharing_volumes_share_a_range_with_their_own_ids_kept():
+    """What the kubelet's id-mapped volume mounts give: files of the pod's uid 1000 are uid
+    1000's on the volume, whichever pod wrote them."""
+    args = pod.run_args(
+        _spec_of(), index=0, image="img", volumes=VOLUMES, userns_range=(10**9, 65536)
+    )
+    maps = [args[i + 1] for i, a in enumerate(args) if a == "--uidmap"]
+    assert maps == ["0:1000000000:1000", "1000:1000:1", "1001:1000001001:64535"]
+    assert [args[i + 1] for i, a in enumerate(args) if a == "--gidmap"] == maps
+    assert "--userns=auto" not in args
+
+
+def test_init_containers_and_pod_level_profiles():
+    spec = _spec_of()
+    spec["initContainers"] = [
+        {"name": "wait", "command": ["sh", "-c", "true"], "securityContext": {"runAsUser": 7}}
+    ]
+    spec["securityContext"]["seccompProfile"] = {"type": "Unconfined"}
+    del spec["containers"][0]["securityContext"]["seccompProfile"]
+    args = pod.run_args(spec, index=0, image="img", volumes=VOLUMES, container="wait")
+    assert "--user" in args and args[args.index("--user") + 1] == "7:1000"
+    assert "seccomp=unconfined" in args  # the pod's profile, for every container
+    assert args[-3:] == ["img", "-c", "true"]
+    with pytest.raises(ValueError, match="no container"):
+        pod.run_args(spec, index=0, image="img", volumes=VOLUMES, container="nope")
+
+
 def test_kubelet_expansion_of_commands():
     env = {"A": "1"}
     assert pod.expand("x-$(A)/$(B)", env) == "x-1/$(B)"
