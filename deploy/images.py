@@ -74,8 +74,8 @@ default_ulimits = ["nofile={nofile}:{nofile}", "nproc=4096:4096"]
 # crun 1.8 refuses a hybrid cgroup v1/v2 layout; runc runs there
 runtime = "runc"
 """
-# hostUsers: false for the pods that share the class's volumes: one host uid range for all
-# (deploy/pod.py says why), outside the "containers" range below that --userns=auto takes from
+# the pods of the class procedure, which share volumes: one host uid range for all (deploy/pod.py
+# says why), outside the "containers" range below that --userns=auto takes from
 USERNS_RANGE = (1_000_000_000, 65536)
 # the loader of `class job` (step 2 of its procedure) marks the snapshots complete with this
 READY_MARKER = ".gpushare-ready"
@@ -356,11 +356,12 @@ def run_pod(
     drop: frozenset[str] = frozenset(),
     command: list[str] | None = None,
     profiles: Path = ROOT / "deploy",
+    userns_range: tuple[int, int] | None = USERNS_RANGE,
 ) -> subprocess.CompletedProcess[str]:
     """Pod ``index`` of ``spec`` run with podman as the kubelet would: its init containers one
     after the other, then its container (``command`` replaces the container's), each a
     ``podman run`` of the same pod settings; the first that fails ends it. ``profiles`` is the
-    folder of its Localhost seccomp profiles."""
+    folder of its Localhost seccomp profiles; ``userns_range``: see :func:`pod.run_args`."""
     if command is not None:
         spec = {**spec, "containers": [{**spec["containers"][0], "command": command}]}
     out, err = [], []
@@ -372,7 +373,7 @@ def run_pod(
             volumes=volumes,
             drop=drop,
             localhost_profiles=str(profiles),
-            userns_range=USERNS_RANGE,
+            userns_range=userns_range,
             container=container["name"],
         )
         say("pod: podman run " + shlex.join(argv))
@@ -560,6 +561,7 @@ def step_sandbox(args: argparse.Namespace) -> None:
             ),
             drop=frozenset(change.get("drop", ())),
             profiles=work,
+            userns_range=None,  # one pod: hostUsers as printed (--userns=auto), or dropped
         )
         stderr = done.stderr.strip()
         # the cause named in the pod's own refusal (diagnosed in the pod, with what it sees)

@@ -7,7 +7,7 @@ pod of the printed Job with podman, translated field by field from the very mani
 =====================================================  =============================================
 pod field                                              podman
 =====================================================  =============================================
-``hostUsers: false``                                   ``--userns=auto`` (or ``--uidmap``: below)
+``hostUsers: false``                                   ``--userns=auto`` (or one range: below)
 ``runAsUser/runAsGroup`` (container's, else pod's)     ``--user U:G``
 ``securityContext.fsGroup``                            ``--group-add G``
 ``allowPrivilegeEscalation: false``                    ``--security-opt no-new-privileges``
@@ -83,20 +83,6 @@ def expand(text: str, env: dict[str, str]) -> str:
     return re.sub(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)", one, text)
 
 
-def _idmap(first: int, count: int, keep: set[int]) -> list[str]:
-    """``container:host:size`` segments mapping ``0..count-1`` onto ``first..``, except the ids
-    of ``keep``, which map to themselves."""
-    segments, at = [], 0
-    for kept in sorted(i for i in keep if 0 <= i < count):
-        if kept > at:
-            segments.append(f"{at}:{first + at}:{kept - at}")
-        segments.append(f"{kept}:{kept}:1")
-        at = kept + 1
-    if at < count:
-        segments.append(f"{at}:{first + at}:{count - at}")
-    return segments
-
-
 def _container(spec: dict[str, Any], name: str | None) -> dict[str, Any]:
     every = spec.get("initContainers", []) + spec["containers"]
     if name is None:
@@ -127,12 +113,12 @@ def run_args(
     ``drop`` names settings of :data:`SETTINGS` to leave out; ``container`` names one of the
     pod's containers or init containers (default: its only container).
 
-    ``userns_range`` (first host uid, count): for ``hostUsers: false``, that range instead of
-    one picked per pod, with the pod's own uid and gids (``runAsUser``, ``runAsGroup``,
-    ``fsGroup``) mapped to themselves. The kubelet picks a range per pod but mounts the
-    volumes id-mapped, so a file the pod's uid 1000 writes is uid 1000's on the volume, for the
-    next pod too (the merge); runc 1.1 has no id-mapped mounts, and this gives the volumes the
-    same owners."""
+    ``userns_range`` (first host uid, count): every pod in that one range, ``hostUsers: false``
+    or not, for the pods of a procedure that share volumes. On a cluster the kubelet gives each
+    user-namespaced pod a range of its own but mounts its volumes id-mapped, so a file that
+    uid 1000 writes is uid 1000's on the volume for every later pod (the merge, a retriever);
+    runc 1.1 has no id-mapped mounts, and one range for all gives the volumes' files that one
+    owner. Without it, ``hostUsers: false`` is ``--userns=auto``."""
     unknown = set(drop) - set(SETTINGS)
     if unknown:
         raise ValueError(f"unknown settings to drop: {sorted(unknown)}")
@@ -142,15 +128,11 @@ def run_args(
     args = ["--rm"]
     if name:
         args += ["--name", name]
-    if spec.get("hostUsers") is False and "hostUsers" not in drop:
-        if userns_range is None:
-            args.append("--userns=auto")
-        else:
-            first, count = userns_range
-            uids = {sc["runAsUser"]} if "runAsUser" in sc else set()
-            gids = {sc[k] for k in ("runAsGroup", "fsGroup") if k in sc}
-            args += [a for seg in _idmap(first, count, uids) for a in ("--uidmap", seg)]
-            args += [a for seg in _idmap(first, count, gids) for a in ("--gidmap", seg)]
+    if userns_range is not None:
+        first, count = userns_range
+        args += ["--uidmap", f"0:{first}:{count}", "--gidmap", f"0:{first}:{count}"]
+    elif spec.get("hostUsers") is False and "hostUsers" not in drop:
+        args.append("--userns=auto")
     if "runAsUser" in sc:
         args += ["--user", f"{sc['runAsUser']}:{sc.get('runAsGroup', 0)}"]
     if sc.get("runAsNonRoot") and sc.get("runAsUser") == 0:
