@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -212,6 +213,14 @@ def test_the_cluster_takes_the_pod_settings_at_the_pod_security_level_the_readme
         kubectl(lab, "label", "namespace", f"{base}-{level}",
                 f"pod-security.kubernetes.io/enforce={level}")  # fmt: skip
     try:
+        # a pod is admitted once the namespace's default service account exists (made by the
+        # controller manager shortly after the namespace)
+        deadline = time.monotonic() + 30
+        for level in levels:
+            while kubectl(lab, "get", "serviceaccount", "default", "-n", f"{base}-{level}",
+                          check=False).returncode != 0:  # fmt: skip
+                assert time.monotonic() < deadline, "no default service account after 30 s"
+                time.sleep(0.2)
 
         def dry_run(pod_spec: dict, level: str):
             return kubectl(
