@@ -568,10 +568,14 @@ def step_sandbox(args: argparse.Namespace) -> None:
         said = [c for c in causes if str(c) in stderr]
         recorded.append({"case": name, "exit": done.returncode, "stderr": stderr[-2000:]})
         if expected is None:
+            scores = [
+                json.loads(path.read_text()).get("score")
+                for path in (work / "results").rglob("results.json")
+            ]
             check(
-                done.returncode == 0,
-                f"sandbox {name}: bwrap starts, the class is graded "
-                f"(exit {done.returncode}: {stderr[-300:]!r})",
+                done.returncode == 0 and scores == [100],
+                f"sandbox {name}: bwrap starts, the reference scores 100 in it "
+                f"(exit {done.returncode}, scores {scores}: {stderr[-300:]!r})",
             )
         else:
             line = next((ln for ln in stderr.splitlines() if "bubblewrap" in ln), stderr[-300:])
