@@ -7,7 +7,7 @@ BIN     := $(VENV)/bin
 WORKDIR ?= /root/gpushare
 STAMP   := $(VENV)/.installed
 
-.PHONY: setup install test test-fast record demo lint grade submit up down reset status solve bench stress clean
+.PHONY: setup install test test-fast record demo lint grade submit up down reset status solve bench stress clean images
 
 setup: install sandbox
 	$(BIN)/gpushare setup
@@ -75,8 +75,8 @@ demo: install
 		--seed 7 --unsafe-no-sandbox
 
 lint: install
-	$(BIN)/ruff check src tests graders benchmarks conftest.py
-	$(BIN)/ruff format --check src tests graders benchmarks conftest.py
+	$(BIN)/ruff check src tests graders benchmarks deploy conftest.py
+	$(BIN)/ruff format --check src tests graders benchmarks deploy conftest.py
 
 grade: setup
 	$(BIN)/gpushare up
@@ -122,6 +122,13 @@ feedback-book: install
 
 feedback-record: setup
 	$(BIN)/python -m tests.feedback_cases record --cluster $(FEEDBACK_CLUSTER)
+
+# both container images built and checked with podman, as root (deploy/images.py: the base from
+# Debian packages with mmdebstrap, the grading image run as the class Job's pods, the sandbox's
+# pod settings one by one, the lab image's smoke test); slow on 2 cores, so not in CI.
+# IMAGES_ARGS="--steps class,sandbox" re-runs some steps on the images already built.
+images: install
+	$(BIN)/python deploy/images.py $(IMAGES_ARGS)
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info

@@ -55,7 +55,8 @@ def shipped_clusters(root: Path | None = None) -> dict[str, str]:
     from gpushare import locations
     from gpushare.classroom.inputs import peek
 
-    base = root or locations._CHECKOUT
+    # the folder that holds the graders: the checkout, or /opt/gpushare in the grading image
+    base = root or locations.graders_dir().parent
     found: dict[str, str] = {}
     for pattern in _SHIPPED:
         for path in sorted(base.glob(pattern)):

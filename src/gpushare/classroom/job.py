@@ -25,10 +25,15 @@ others. Two volumes: the snapshots, read-only, and the results, written. Once th
 complete, ``gpushare class merge /results/shard-* --out /results/class`` (from any pod or
 machine that mounts the results) gives one ``grades.csv`` and one ``report.html``.
 
-The sandbox of the learners' scripts (bubblewrap) creates user namespaces; a container
-runtime's default seccomp and AppArmor profiles forbid that, so the pods ask for unconfined
-ones, and for nothing else: no capability, no privilege escalation, a read-only root file
-system, not root.
+The sandbox of the learners' scripts (bubblewrap) needs three settings of the pod, each
+proven necessary and enough with podman (``make images``, ``deploy/images.py``): a seccomp
+profile that allows user namespaces (``Unconfined``: the runtimes' defaults refuse
+``sethostname`` or the namespace itself; AppArmor likewise), ``/proc`` unmasked (``procMount:
+Unmasked``: the kernel refuses the sandbox its own ``/proc`` while the runtime covers paths of
+the container's), and so its own user namespace (``hostUsers: false``, which ``Unmasked``
+requires and which makes the container's uids none of the node's). Nothing else: no
+capability, no privilege escalation, a read-only root file system, not root. When one is
+missing, :mod:`gpushare.sandbox.diagnose` names it in the refusal the pod logs.
 """
 
 from __future__ import annotations
@@ -87,6 +92,7 @@ def manifests(
     if unsafe_no_sandbox:
         command.append("--unsafe-no-sandbox")
     profile = "RuntimeDefault" if unsafe_no_sandbox else "Unconfined"
+    sandbox_needs = {} if unsafe_no_sandbox else {"procMount": "Unmasked"}
     container = {
         "name": "grade",
         "image": image,
@@ -110,6 +116,7 @@ def manifests(
             "readOnlyRootFilesystem": True,
             "seccompProfile": {"type": profile},
             "appArmorProfile": {"type": profile},
+            **sandbox_needs,
         },
         "volumeMounts": [
             {"name": "snapshots", "mountPath": SNAPSHOTS, "readOnly": True},
@@ -130,6 +137,7 @@ def manifests(
                 "metadata": {"labels": labels},
                 "spec": {
                     "restartPolicy": "Never",
+                    **({} if unsafe_no_sandbox else {"hostUsers": False}),
                     "securityContext": {
                         "runAsNonRoot": True,
                         "runAsUser": 1000,

@@ -44,6 +44,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 
+from gpushare.sandbox.diagnose import explain
 from gpushare.sandbox.supervisor import SandboxError
 
 BWRAP_ENV = "GPUSHARE_BWRAP"  # a bwrap binary of one's own
@@ -348,7 +349,7 @@ def probe(*, refresh: bool = False) -> Probe:
             isolation = Isolation(isolation.bwrap, isolation.runtime, modern=False)
             error = _finish(_Trial.start(isolation.command(["true"], cwd=None)))
         if error is not None:
-            _probed = Probe(None, f"bubblewrap cannot create its sandbox here: {error}")
+            _probed = Probe(None, f"bubblewrap cannot create its sandbox here: {explain(error)}")
         else:
             _probed = Probe(isolation, "")
     assert _probed is not None

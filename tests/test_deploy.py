@@ -1,0 +1,250 @@
+"""The printed Job's pod settings, and their translation to podman (deploy/pod.py) that
+``make images`` runs: no podman needed here (CI skips the image builds, not these)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from gpushare.classroom import job
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("deploy_pod", ROOT / "deploy" / "pod.py")
+assert _spec is not None and _spec.loader is not None
+pod = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(pod)
+
+VOLUMES = {"snapshots": "/h/subs", "results": "/h/results", "tmp": "/h/tmp"}
+
+
+def _spec_of(**kw) -> dict:
+    return pod.pod_spec(job.manifests(image="img", shards=2, grade_args=["--seed", "0"], **kw))
+
+
+def test_the_printed_pod_asks_for_what_bubblewrap_needs_and_nothing_more():
+    spec = _spec_of()
+    sc = spec["containers"][0]["securityContext"]
+    assert spec["hostUsers"] is False
+    assert sc["procMount"] == "Unmasked"
+    assert sc["seccompProfile"] == {"type": "Unconfined"}
+    assert sc["capabilities"] == {"drop": ["ALL"]}
+    assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    assert spec["securityContext"]["runAsUser"] == 1000
+
+
+def test_without_the_sandbox_the_pod_keeps_the_runtime_defaults():
+    spec = _spec_of(unsafe_no_sandbox=True)
+    sc = spec["containers"][0]["securityContext"]
+    assert "hostUsers" not in spec and "procMount" not in sc
+    assert sc["seccompProfile"] == {"type": "RuntimeDefault"}
+
+
+def test_the_pod_becomes_podman_flags_field_by_field():
+    args = pod.run_args(_spec_of(), index=1, image="img", volumes=VOLUMES)
+    line = " ".join(args)
+    for flag in (
+        "--userns=auto",
+        "--user 1000:1000",
+        "--group-add 1000",
+        "--security-opt no-new-privileges",
+        "--cap-drop=all",
+        "--read-only --read-only-tmpfs=false",
+        "--security-opt unmask=ALL",
+        "--security-opt seccomp=unconfined",
+        "--security-opt apparmor=unconfined",
+        "--memory 2g",
+        "-e JOB_COMPLETION_INDEX=1",
+        "-v /h/subs:/snapshots:ro",
+        "-v /h/results:/results ",
+        "-v /h/tmp:/tmp",
+    ):
+        assert flag in line, flag
+    entry = args.index("--entrypoint")
+    assert args[entry + 1 : entry + 3] == ["gpushare", "img"]
+    assert args[entry + 3 :] == [
+        "class",
+        "grade",
+        "/snapshots",
+        "--out",
+        "/results/shard-1",
+        "--shard",
+        "1/2",
+        "--seed",
+        "0",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("setting", "flag"),
+    [
+        ("hostUsers", "--userns=auto"),
+        ("procMount", "unmask=ALL"),
+        ("seccompProfile", "seccomp=unconfined"),
+        ("appArmorProfile", "apparmor=unconfined"),
+    ],
+)
+def test_a_setting_left_out_is_its_flag_left_out(setting, flag):
+    full = pod.run_args(_spec_of(), index=0, image="img", volumes=VOLUMES)
+    less = pod.run_args(_spec_of(), index=0, image="img", volumes=VOLUMES, drop={setting})
+    assert flag in " ".join(full) and flag not in " ".join(less)
+    assert len(full) - len(less) in (1, 2)
+
+
+def test_a_localhost_profile_is_read_from_the_kubelet_folder_given():
+    spec = _spec_of()
+    spec["containers"][0]["securityContext"]["seccompProfile"] = {
+        "type": "Localhost",
+        "localhostProfile": "seccomp-bwrap.json",
+    }
+    args = pod.run_args(spec, index=0, image="img", volumes=VOLUMES, localhost_profiles="/k")
+    assert "seccomp=/k/seccomp-bwrap.json" in args
+    with pytest.raises(ValueError):
+        pod.run_args(spec, index=0, image="img", volumes=VOLUMES)
+
+
+def test_the_grading_job_and_a_printed_merge_are_told_apart():
+    objects = job.manifests(image="img", shards=2)
+    assert pod.pod_spec(objects)["containers"][0]["command"][:3] == ["gpushare", "class", "grade"]
+    assert pod.merge_spec(objects) is None
+    merge = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "spec": {"containers": [{"name": "m", "command": ["sh", "-c", "gpushare class merge x"]}]},
+    }
+    assert pod.merge_spec([*objects, merge]) is merge["spec"]
+    assert pod.pod_spec([*objects, merge]) is pod.pod_spec(objects)
+
+
+def test_pods_sharing_volumes_share_one_range():
+    """What the kubelet's id-mapped volume mounts give: the files of the pods' uid 1000 have
+    one owner on the volumes, whichever pod (user-namespaced or not) wrote them."""
+    for spec in (_spec_of(), _spec_of(unsafe_no_sandbox=True)):
+        args = pod.run_args(spec, index=0, image="img", volumes=VOLUMES, userns_range=(7, 9))
+        assert args[args.index("--uidmap") + 1] == "0:7:9"
+        assert args[args.index("--gidmap") + 1] == "0:7:9"
+        assert "--userns=auto" not in args
+
+
+def test_init_containers_and_pod_level_profiles():
+    spec = _spec_of()
+    spec["initContainers"] = [
+        {"name": "wait", "command": ["sh", "-c", "true"], "securityContext": {"runAsUser": 7}}
+    ]
+    spec["securityContext"]["seccompProfile"] = {"type": "Unconfined"}
+    del spec["containers"][0]["securityContext"]["seccompProfile"]
+    args = pod.run_args(spec, index=0, image="img", volumes=VOLUMES, container="wait")
+    assert "--user" in args and args[args.index("--user") + 1] == "7:1000"
+    assert "seccomp=unconfined" in args  # the pod's profile, for every container
+    assert args[-3:] == ["img", "-c", "true"]
+    with pytest.raises(ValueError, match="no container"):
+        pod.run_args(spec, index=0, image="img", volumes=VOLUMES, container="nope")
+
+
+def test_kubelet_expansion_of_commands():
+    env = {"A": "1"}
+    assert pod.expand("x-$(A)/$(B)", env) == "x-1/$(B)"
+    assert pod.expand("$$(A)", env) == "$(A)"
+
+
+def test_what_cannot_be_translated_is_refused():
+    spec = _spec_of()
+    with pytest.raises(ValueError, match="volume 'tmp'"):
+        pod.run_args(spec, index=0, image="img", volumes={"snapshots": "/a", "results": "/b"})
+    with pytest.raises(ValueError, match="unknown settings"):
+        pod.run_args(spec, index=0, image="img", volumes=VOLUMES, drop={"privileged"})
+
+
+def test_the_shipped_seccomp_profile_allows_what_bwrap_needs():
+    """deploy/seccomp-bwrap.json: podman's default profile, which already allows unshare,
+    clone and mount, plus sethostname and setdomainname (bwrap's --hostname)."""
+    profile = json.loads((ROOT / "deploy" / "seccomp-bwrap.json").read_text())
+    allowed = {
+        name
+        for rule in profile["syscalls"]
+        if rule["action"] == "SCMP_ACT_ALLOW" and not rule.get("includes") and not rule.get("args")
+        for name in rule["names"]
+    }
+    assert {"sethostname", "unshare", "clone", "mount", "pivot_root"} <= allowed
+    assert profile["defaultAction"] == "SCMP_ACT_ERRNO"
+
+
+# --- on the lab's real apiserver (Kubernetes 1.36): what the cluster accepts ----------------
+
+
+def _pod(spec: dict, namespace: str, name: str) -> str:
+    return json.dumps(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": spec,
+        }
+    )
+
+
+def _localhost_seccomp(spec: dict) -> dict:
+    """The printed pod with deploy/seccomp-bwrap.json as a Localhost profile and the node's
+    default AppArmor profile (what a namespace at Pod Security "baseline" admits)."""
+    spec = json.loads(json.dumps(spec))
+    sc = spec["containers"][0]["securityContext"]
+    sc["seccompProfile"] = {"type": "Localhost", "localhostProfile": "gpushare/seccomp-bwrap.json"}
+    del sc["appArmorProfile"]
+    return spec
+
+
+def test_the_cluster_takes_the_pod_settings_at_the_pod_security_level_the_readme_says(lab):
+    """Server-side dry-runs of the printed pod: the apiserver keeps hostUsers: false and
+    procMount: Unmasked (a disabled feature would drop them silently), refuses Unmasked
+    without hostUsers: false, and Pod Security admits the printed pod at "privileged" only,
+    the Localhost-profile variant at "baseline" (policy 1.35+), neither at "restricted"."""
+    from tests.helpers import kubectl
+
+    spec = _spec_of()
+    base = f"deploy-{os.getpid()}"
+    levels = ("privileged", "baseline", "restricted")
+    for level in levels:
+        kubectl(lab, "create", "namespace", f"{base}-{level}")
+        kubectl(lab, "label", "namespace", f"{base}-{level}",
+                f"pod-security.kubernetes.io/enforce={level}")  # fmt: skip
+    try:
+        # a pod is admitted once the namespace's default service account exists (made by the
+        # controller manager shortly after the namespace)
+        deadline = time.monotonic() + 30
+        for level in levels:
+            while kubectl(lab, "get", "serviceaccount", "default", "-n", f"{base}-{level}",
+                          check=False).returncode != 0:  # fmt: skip
+                assert time.monotonic() < deadline, "no default service account after 30 s"
+                time.sleep(0.2)
+
+        def dry_run(pod_spec: dict, level: str):
+            return kubectl(
+                lab, "create", "--dry-run=server", "-o", "json", "-f", "-",
+                input=_pod(pod_spec, f"{base}-{level}", "grade-0"), check=False,
+            )  # fmt: skip
+
+        done = dry_run(spec, "privileged")
+        assert done.returncode == 0, done.stderr
+        kept = json.loads(done.stdout)["spec"]
+        assert kept["hostUsers"] is False
+        assert kept["containers"][0]["securityContext"]["procMount"] == "Unmasked"
+
+        without = json.loads(json.dumps(spec))
+        del without["hostUsers"]
+        refused = dry_run(without, "privileged")
+        assert refused.returncode != 0
+        assert "`hostUsers` must be false to use `Unmasked`" in refused.stderr
+
+        refused = dry_run(spec, "baseline")
+        assert refused.returncode != 0 and "seccompProfile" in refused.stderr, refused.stderr
+        assert dry_run(_localhost_seccomp(spec), "baseline").returncode == 0
+        refused = dry_run(_localhost_seccomp(spec), "restricted")
+        assert refused.returncode != 0 and "procMount" in refused.stderr, refused.stderr
+    finally:
+        for level in levels:
+            kubectl(lab, "delete", "namespace", f"{base}-{level}", "--wait=false", check=False)
