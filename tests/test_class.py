@@ -294,6 +294,16 @@ def test_shards_merged_give_the_csv_of_one_run(graded, three, tmp_path):
     )
     assert proc.returncode == 2 and "was not graded with --seed 0" in proc.stderr, proc.stderr
     assert not (tmp_path / "w").exists()
+    # a learner's results.json the merge cannot read (cut short, another uid's 0600 file) is
+    # refused, never a smaller class that exits 0
+    cut = tmp_path / "shard-cut"
+    shutil.copytree(shards[1], cut)
+    (next(cut.glob("*/results.json"))).write_text('{"score": 1', encoding="utf-8")
+    proc = gpushare(
+        "class", "merge", str(shards[0]), str(cut), str(shards[2]), "--out", str(tmp_path / "v")
+    )
+    assert proc.returncode == 2 and "cannot read" in proc.stderr, proc.stderr
+    assert not (tmp_path / "v").exists()
 
 
 def _work(task: str) -> tuple[str, bool]:

@@ -275,9 +275,13 @@ def write_error(
     return json.loads((folder / "results.json").read_text(encoding="utf-8"))
 
 
-def load_rows(class_dir: Path) -> list[Row]:
+def load_rows(class_dir: Path, *, strict: bool = False) -> list[Row]:
     """Every row of a class folder, from ``<learner>/results.json`` (and, for a run with
-    ``--all``, ``<learner>/<snapshot>/results.json``); ordered as the CSV orders them."""
+    ``--all``, ``<learner>/<snapshot>/results.json``); ordered as the CSV orders them.
+
+    ``strict`` (a merge): a results.json that cannot be read is a ValueError naming it, not a
+    learner silently left out of the class (a shard written by another uid, a copy cut short).
+    """
     rows = []
     for path in sorted(class_dir.glob("*/results.json")) + sorted(
         class_dir.glob("*/*/results.json")
@@ -285,10 +289,14 @@ def load_rows(class_dir: Path) -> list[Row]:
         folder = path.parent.relative_to(class_dir).as_posix()
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        except (OSError, ValueError) as exc:
+            if strict:
+                raise ValueError(f"cannot read {path}: {exc}") from None
             continue
         if isinstance(data, dict):
             rows.append(row_from_results(folder, data))
+        elif strict:
+            raise ValueError(f"{path} is not a results.json (not a JSON object)")
     return ordered(rows)
 
 

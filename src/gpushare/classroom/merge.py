@@ -34,7 +34,11 @@ def merge(
     for shard in shards:
         if not shard.is_dir():
             raise InputError(f"no such shard folder: {shard}")
-        for row in gradebook.load_rows(shard):
+        try:
+            shard_rows = gradebook.load_rows(shard, strict=True)
+        except ValueError as exc:
+            raise InputError(f"{exc}: nothing merged") from None
+        for row in shard_rows:
             if row.folder in seen and seen[row.folder] != shard:
                 raise InputError(
                     f"{row.folder} was graded by two shards ({seen[row.folder]} and {shard})"
