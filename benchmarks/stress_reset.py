@@ -34,8 +34,9 @@ import threading
 import time
 from pathlib import Path
 
+from gpushare.kube.errors import ApiError
+from gpushare.kube.transport import Client
 from gpushare.lab import cluster, purge
-from gpushare.lab.kubeapi import ApiError, Client
 
 # types whose objects come and go on their own (events are written by the scheduler)
 SKIP = ("/events",)

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
+from gpushare.kube.transport import Client
 from gpushare.lab import cluster
-from gpushare.lab.kubeapi import Client
 from tests.helpers import TEST_CLUSTER, LabState
 
 

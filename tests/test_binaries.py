@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from gpushare.lab import binaries, versions
+from gpushare import versions
+from gpushare.lab import binaries
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ import yaml
 
 from gpushare.grading import capture, requestcases
 from gpushare.submissions import snapshot
-from tests.helpers import _gpushare, processes_with
+from tests.helpers import ALL_CHECKS, _gpushare, processes_with
 
 # Gradescope's published results.json specification ("Autograder Specifications", Output
 # format; gradescope/autograder_samples docs/specs.md), field by field, with its types.
@@ -93,8 +93,8 @@ GRADED = {
     "required": ["score", "execution_time", "output", "tests", "extra_data"],
     "properties": {
         "tests": {
-            "minItems": 33,
-            "maxItems": 33,
+            "minItems": len(ALL_CHECKS),
+            "maxItems": len(ALL_CHECKS),
             "items": {
                 "required": [
                     "name",

@@ -12,8 +12,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+from gpushare.kube.errors import ApiError
+from gpushare.kube.transport import Client
 from gpushare.lab import cluster, ports, purge
-from gpushare.lab.kubeapi import ApiError, Client
 from gpushare.lab.nodes import LAB_NODES, NODE_RESOURCES, fresh_node_labels
 from tests.helpers import ROOT, TEST_CLUSTER, kubectl
 

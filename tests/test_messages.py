@@ -1,15 +1,20 @@
-"""Message catalogs are data, complete in zh, ko and en, with the same placeholders."""
+"""Message catalogs are data, complete in every language, with the same placeholders."""
 
 from __future__ import annotations
 
 import ast
+import json
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from gpushare.grading.checks import CheckFailed, T
 from gpushare.reports import messages
+from tests.helpers import ALL_CHECKS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -25,7 +30,7 @@ def _flatten(d: dict, prefix: str = "") -> dict[str, str]:
     return out
 
 
-@pytest.mark.parametrize("lang", ["zh", "ko"])
+@pytest.mark.parametrize("lang", [lang for lang in messages.LANGS if lang != "en"])
 def test_catalog_has_every_key_with_the_same_placeholders(lang):
     en = _flatten(messages.catalog("en"))
     other = _flatten(messages.catalog(lang))
@@ -66,7 +71,7 @@ def test_every_check_has_a_title_and_hint_in_every_language():
     numbers = set()
     for path in ROOT.glob("graders/test_step*.py"):
         numbers |= set(re.findall(r'@check\("(\d+\.\d+)"', path.read_text()))
-    assert len(numbers) == 33
+    assert numbers == ALL_CHECKS  # what the runner loads, as the files spell it
     for lang in messages.LANGS:
         checks = messages.catalog(lang)["checks"]
         for n in numbers:
@@ -176,3 +181,25 @@ def test_a_translatable_value_survives_a_results_file():
     assert "work/k8s/a.yaml、cluster.json" in render_value(back, "zh")
     assert render_value(from_data({"key": "no_such_key", "params": []}), "zh") == "no_such_key"
     assert from_data({"params": {}}) == "{'params': {}}" and from_data(None) is None
+
+
+def test_a_language_is_one_catalog_file(tmp_path):
+    """``LANGS`` is the catalog files present: a copy of the module beside a new ``xx.toml``
+    knows ``xx`` (the glossary, which holds every language's terms, is no language)."""
+    (tmp_path / "messages").mkdir()
+    for catalog in messages.CATALOGS.glob("*.toml"):
+        shutil.copy(catalog, tmp_path / "messages" / catalog.name)
+    shutil.copy(messages.CATALOGS / "en.toml", tmp_path / "messages" / "xx.toml")
+    shutil.copy(messages.__file__, tmp_path / "copied.py")
+    probe = (
+        "import json, copied as m; "
+        "print(json.dumps([m.LANGS, m.resolve_lang('xx'), m.title('1.1', 'xx')]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, check=True
+    )
+    langs, chosen, title = json.loads(out.stdout)
+    assert langs == ["zh", "en", "ko", "xx"] and chosen == "xx"
+    assert title == messages.title("1.1", "en")
+    assert messages.LANGS[0] == messages.DEFAULT_LANG
+    assert set(messages.LANGS) == {"zh", "ko", "en"}  # the catalogs of this checkout

@@ -288,8 +288,8 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         return gradescope.run_cli(args)
 
+    from gpushare.kube.errors import KubeconfigError, Unreachable
     from gpushare.lab import binaries, cluster
-    from gpushare.lab.kubeapi import KubeconfigError, Unreachable
 
     try:
         if args.command == "setup":
@@ -358,7 +358,8 @@ def _solve(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from gpushare.grading import runner
-    from gpushare.lab import kubeconfigs, solve
+    from gpushare.kube import config as kubeconfig
+    from gpushare.lab import solve
     from gpushare.locations import default_workdir, graders_dir
 
     workdir = Path(args.workdir).expanduser() if args.workdir else default_workdir()
@@ -370,7 +371,7 @@ def _solve(args: argparse.Namespace) -> int:
     if steps and not set(steps) <= set(known):
         return _fail(f"--steps takes comma-separated step numbers of {known}")
     # --kubeconfig, else $KUBECONFIG (kubectl merges the list itself), else the lab
-    target = kubeconfigs.resolve(args.kubeconfig, None, args.cluster)
+    target = kubeconfig.resolve(args.kubeconfig, None, args.cluster)
     kubeconfig = None if target.is_lab else target.kubeconfig
     solve.solve(workdir, kubeconfig=kubeconfig, cluster_name=args.cluster, steps=steps)
     print(f"reference solution applied; work directory: {workdir}")

@@ -1,4 +1,5 @@
-"""Where a grade finds its inputs: the learner's work directory, the graders, the fixtures.
+"""Where a grade finds its inputs: the learner's work directory, the graders, the fixtures;
+and where the lab clusters live on disk (the cache, kwokctl's clusters).
 
 Each has a default and an environment variable to move it, and nothing here imports more than
 ``os`` and ``pathlib``, so ``gpushare grade`` can know all three before it imports anything
@@ -11,6 +12,7 @@ import os
 from pathlib import Path
 
 DEFAULT_WORKDIR = "/root/gpushare"
+DEFAULT_CLUSTER = "gpushare"
 _CHECKOUT = Path(__file__).resolve().parents[2]
 
 
@@ -26,6 +28,16 @@ def cache_dir() -> Path:
 def kwok_workdir() -> Path:
     """Where kwokctl keeps the lab clusters (``clusters/<name>/``)."""
     return cache_dir() / "kwok"
+
+
+def cluster_name(name: str | None = None) -> str:
+    """The lab cluster a command means: ``--cluster``, else ``GPUSHARE_CLUSTER``, else ours."""
+    return name or os.environ.get("GPUSHARE_CLUSTER") or DEFAULT_CLUSTER
+
+
+def lab_dir(name: str) -> Path:
+    """Where kwokctl keeps the lab cluster ``name`` (its kubeconfig, pki, pids, logs)."""
+    return kwok_workdir() / "clusters" / name
 
 
 def default_workdir() -> Path:

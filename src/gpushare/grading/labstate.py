@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any, ClassVar
 
-from gpushare.lab.kubeapi import ApiError, Unreachable
+from gpushare.kube.errors import ApiError, Unreachable
 
 GPU = "nvidia.com/gpu"
 MIG_PREFIX = "nvidia.com/mig-"

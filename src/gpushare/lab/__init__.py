@@ -1,1 +1,1 @@
-"""The lab cluster: pinned binaries, its lifecycle, and how a command reaches a cluster."""
+"""The lab cluster's lifecycle: its pinned binaries, up, down, reset, many labs at once, solve."""

@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpushare.lab import versions
+from gpushare import versions
 from gpushare.locations import cache_dir
 
 MIN_GO = (1, 26)

@@ -19,12 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpushare.lab import binaries, versions
-from gpushare.lab.kubeapi import ApiError, Client, KubeconfigError, Unreachable
+from gpushare import versions
+from gpushare.kube.errors import ApiError, KubeconfigError, Unreachable
+from gpushare.kube.transport import Client
+from gpushare.lab import binaries
 from gpushare.lab.nodes import LAB_NODES, NODE_RESOURCES, fresh_node_labels, node_manifest
-from gpushare.locations import kwok_workdir
+from gpushare.locations import cluster_name, kwok_workdir, lab_dir
 
-DEFAULT_CLUSTER = "gpushare"
 SYSTEM_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
 # names of kwokctl's pid files under <cluster>/pids/
 COMPONENT_BINARIES = (
@@ -58,10 +59,6 @@ def _log(msg: str) -> None:
     binaries._log(msg)
 
 
-def cluster_name(name: str | None = None) -> str:
-    return name or os.environ.get("GPUSHARE_CLUSTER") or DEFAULT_CLUSTER
-
-
 @dataclass(frozen=True)
 class Lab:
     """Where one named lab cluster lives on disk."""
@@ -70,7 +67,7 @@ class Lab:
 
     @property
     def dir(self) -> Path:
-        return kwok_workdir() / "clusters" / self.name
+        return lab_dir(self.name)
 
     @property
     def kubeconfig(self) -> Path:

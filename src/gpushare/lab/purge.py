@@ -26,7 +26,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from gpushare.lab.kubeapi import ApiError, Client
+from gpushare.kube.errors import ApiError
+from gpushare.kube.transport import Client
 
 WORKERS = 16
 # workqueue metrics of kube-controller-manager (k8s.io/client-go/util/workqueue): a Get

@@ -43,8 +43,17 @@ class T:
         self.params = params
 
 
-LANGS = ("zh", "ko", "en")
+CATALOGS = Path(__file__).with_name("messages")
 DEFAULT_LANG = "zh"
+# The languages are the catalog files present: a new language is one file (and its words in
+# glossary.toml, which holds the terms of every language and is no catalog itself). The
+# default first, then by name.
+LANGS = tuple(
+    sorted(
+        (p.stem for p in CATALOGS.glob("*.toml") if p.stem != "glossary"),
+        key=lambda lang: (lang != DEFAULT_LANG, lang),
+    )
+)
 
 
 def resolve_lang(option: str | None) -> str:
@@ -61,9 +70,6 @@ def resolve_lang(option: str | None) -> str:
             lang = value.lower()[:2]
             return lang if lang in LANGS else DEFAULT_LANG
     return DEFAULT_LANG
-
-
-CATALOGS = Path(__file__).with_name("messages")
 
 
 @cache

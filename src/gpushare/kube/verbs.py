@@ -1,0 +1,92 @@
+"""The calls gpushare makes, written once over any client's ``request``, and their answers.
+
+Both clients (:class:`gpushare.kube.transport.Client` and
+:class:`gpushare.kube.official.OfficialClient`) only say how one request travels; what a GET,
+a dry-run create or a 404 means is decided here, so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from gpushare.kube.errors import ApiError
+
+# An apiserver's JSON answer: objects, lists, Status; its shape is the API's, not ours.
+Json = Any
+
+
+def decode(status: int, reason: str, raw: bytes | None) -> Json:
+    """An apiserver's answer: JSON (or text), or ApiError with its Status reason and message."""
+    text = (raw or b"").decode("utf-8", "replace")
+    if status >= 400:
+        try:
+            answer = json.loads(text)
+            raise ApiError(status, answer.get("reason", ""), answer.get("message", text))
+        except (ValueError, AttributeError):
+            raise ApiError(status, reason, text) from None
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+class Verbs:
+    """The calls gpushare makes, in terms of a client's ``request`` (ours or the official).
+
+    ``timeout`` (seconds, per request) may be changed between calls: a grade asks ``/version``
+    with a short one, then reads with a longer one.
+    """
+
+    timeout: float
+
+    @property
+    def server(self) -> str:
+        """The apiserver's URL, as results record it."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Let go of this thread's connection (the next call opens a new one)."""
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Json = None,
+        *,
+        content_type: str = "application/json",
+        params: dict[str, str] | None = None,
+    ) -> Json:
+        raise NotImplementedError
+
+    def get(self, path: str, **params: str) -> Json:
+        return self.request("GET", path, params=params or None)
+
+    def get_or_none(self, path: str) -> Json:
+        """GET, but a 404 is ``None`` rather than an error: absence is an answer in grading."""
+        try:
+            return self.get(path)
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def create(self, path: str, body: Json, *, dry_run: bool = False) -> Json:
+        return self.request("POST", path, body, params={"dryRun": "All"} if dry_run else None)
+
+    def replace(self, path: str, body: Json) -> Json:
+        return self.request("PUT", path, body)
+
+    def merge_patch(self, path: str, body: Json) -> Json:
+        return self.request("PATCH", path, body, content_type="application/merge-patch+json")
+
+    def delete(self, path: str, *, grace: int | None = None) -> Json:
+        params = {"gracePeriodSeconds": str(grace)} if grace is not None else None
+        try:
+            return self.request("DELETE", path, params=params)
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
