@@ -1,6 +1,6 @@
 """Which client a target gets: ours for the lab's own kubeconfig, the official one otherwise.
 
-The split is measured, not assumed (README, "Speed"): the official package costs a grade about
+The split is measured, not assumed (README, "Measured"): the official package costs a grade about
 0.15 s of imports, which the lab's kwokctl-written kubeconfig does not need; every other
 kubeconfig may log in in ways only the official loader knows.
 """
