@@ -358,7 +358,7 @@ def _solve(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from gpushare.grading import runner
-    from gpushare.kube import config as kubeconfig
+    from gpushare.kube import config as kube_config
     from gpushare.lab import solve
     from gpushare.locations import default_workdir, graders_dir
 
@@ -371,7 +371,7 @@ def _solve(args: argparse.Namespace) -> int:
     if steps and not set(steps) <= set(known):
         return _fail(f"--steps takes comma-separated step numbers of {known}")
     # --kubeconfig, else $KUBECONFIG (kubectl merges the list itself), else the lab
-    target = kubeconfig.resolve(args.kubeconfig, None, args.cluster)
+    target = kube_config.resolve(args.kubeconfig, None, args.cluster)
     kubeconfig = None if target.is_lab else target.kubeconfig
     solve.solve(workdir, kubeconfig=kubeconfig, cluster_name=args.cluster, steps=steps)
     print(f"reference solution applied; work directory: {workdir}")

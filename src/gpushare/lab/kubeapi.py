@@ -2,6 +2,5 @@
 :mod:`gpushare.kube`; remove this file once nothing imports ``gpushare.lab.kubeapi``."""
 
 from gpushare.kube.errors import ApiError, KubeconfigError, Unreachable
-from gpushare.kube.transport import Client
 
-__all__ = ["ApiError", "Client", "KubeconfigError", "Unreachable"]
+__all__ = ["ApiError", "KubeconfigError", "Unreachable"]
