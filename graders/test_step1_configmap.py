@@ -1,7 +1,7 @@
 """Step 1: namespaces, and one ConfigMap holding two device-plugin configs."""
 
-from gpushare.grading.checks import T, check, fail
-from gpushare.grading.lab_rules import (
+from gpulab import CONFIGMAP_NAME, CONFIGMAP_NS, GPU, HINT_QUERIES, QUERIES, configmap
+from gpulab.rules import (
     config_format_problem,
     device_plugin_config,
     dig,
@@ -12,8 +12,11 @@ from gpushare.grading.lab_rules import (
     show_yaml,
     where_cm,
 )
-from gpushare.grading.labstate import CONFIGMAP_NAME, CONFIGMAP_NS, GPU
+from gpushare.grading.checks import T, check, fail
 from gpushare.submissions.workdir import load_yaml_text, yaml_kind
+
+# every step that judges the cluster reads the lab's queries (one read for all)
+READS, HINT_READS = QUERIES, HINT_QUERIES
 
 FILE = "k8s/device-plugin-configs.yaml"
 HOME = "sharing.timeSlicing"  # where failRequestsGreaterThanOne belongs
@@ -50,7 +53,7 @@ def test_1_2_file_describes_the_configmap(lab, work):
                 found=T("absent") if key not in data else yaml_kind(data[key]),
                 where=f"{FILE}:{data.line_of(key)}",
             )
-    cm = lab.configmap()
+    cm = configmap(lab)
     if cm is None:
         fail(expected=T("applied_to_cluster"), found=T("absent"), where=where_cm())
     cluster_data = cm.get("data") or {}

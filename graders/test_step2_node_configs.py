@@ -1,14 +1,18 @@
 """Step 2: nodes pick a device-plugin config by label; their GPU count follows replicas."""
 
-from gpushare.grading.checks import T, check, fail
-from gpushare.grading.lab_rules import (
+from gpulab import CONFIG_LABEL, GPU, HINT_QUERIES, QUERIES
+from gpulab.rules import (
     CONFIG_FOR_NODE,
     LAB_REPLICAS,
     PHYSICAL_GPUS,
     node_resource,
     shared_replicas,
 )
-from gpushare.grading.labstate import CONFIG_LABEL, GPU, show_quantity
+from gpushare.grading.checks import T, check, fail
+from gpushare.grading.labstate import show_quantity
+
+# every step that judges the cluster reads the lab's queries (one read for all)
+READS, HINT_READS = QUERIES, HINT_QUERIES
 
 
 def _node(lab, name):

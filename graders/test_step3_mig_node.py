@@ -1,8 +1,12 @@
 """Step 3: lab-node-2 is a MIG "mixed" node that advertises profile names, not nvidia.com/gpu."""
 
+from gpulab import GPU, HINT_QUERIES, MIG_PREFIX, QUERIES
+from gpulab.rules import MIG_COUNT, MIG_NODE, MIG_PROFILE, node_resource
 from gpushare.grading.checks import T, check, fail
-from gpushare.grading.lab_rules import MIG_COUNT, MIG_NODE, MIG_PROFILE, node_resource
-from gpushare.grading.labstate import GPU, MIG_PREFIX, show_quantity
+from gpushare.grading.labstate import show_quantity
+
+# every step that judges the cluster reads the lab's queries (one read for all)
+READS, HINT_READS = QUERIES, HINT_QUERIES
 
 STRATEGY = "nvidia.com/mig.strategy"
 PRODUCT = "nvidia.com/gpu.product"

@@ -1,15 +1,18 @@
 """Step 4: two pods that differ only in the resource name land on different nodes."""
 
+from gpulab import GPU, HINT_QUERIES, QUERIES, namespaces_of_pod
+from gpulab.rules import MIG_NODE, MIG_PROFILE, find_object, line_of, objects_of
 from gpushare.grading.checks import T, check, fail
-from gpushare.grading.lab_rules import MIG_NODE, MIG_PROFILE, find_object, line_of, objects_of
 from gpushare.grading.labstate import (
-    GPU,
     node_conditions,
     pending_reason,
     quantity,
     requested,
     show_quantity,
 )
+
+# every step that judges the cluster reads the lab's queries (one read for all)
+READS, HINT_READS = QUERIES, HINT_QUERIES
 
 FILE = "k8s/mig-job.yaml"
 NS = "gpu-share"
@@ -33,7 +36,7 @@ def _absent(lab, work, name, expected):
     A file that sets no namespace, applied without ``-n gpu-share``, puts its pods in the
     current namespace (``default``): the pods exist, just not where the lab looks.
     """
-    elsewhere = lab.namespaces_of_pod(name)
+    elsewhere = namespaces_of_pod(lab, name)
     found = T("absent")
     if elsewhere:
         found = [T("pod_in_namespaces", pod=name, namespaces=tuple(elsewhere))]

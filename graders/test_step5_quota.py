@@ -3,10 +3,14 @@
 import json
 import re
 
+from gpulab import GPU, HINT_QUERIES, QUERIES, QUOTA_NAME, QUOTA_NS
+from gpulab.rules import find_object, line_of, objects_of
 from gpushare.grading.checks import CheckFailed, T, check, fail
-from gpushare.grading.lab_rules import find_object, line_of, objects_of
-from gpushare.grading.labstate import GPU, QUOTA_NAME, QUOTA_NS, quantity, requested, show_quantity
+from gpushare.grading.labstate import quantity, requested, show_quantity
 from gpushare.submissions.workdir import FileProblem
+
+# every step that judges the cluster reads the lab's queries (one read for all)
+READS, HINT_READS = QUERIES, HINT_QUERIES
 
 QUOTA_FILE = "k8s/gpu-quota.yaml"
 OVER_FILE = "k8s/team-over.yaml"

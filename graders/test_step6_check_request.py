@@ -1,13 +1,17 @@
 """Step 6: bin/check-request.sh refuses multi-slice requests before deployment.
 
-The learner's script is run for real (see gpushare.grading.requestruns): on the three samples and on
-unseen cases generated from the run's seed, which the results record.
+The learner's script is run for real (see gpulab.requestruns): on the three samples and on
+unseen cases generated from the run's seed, which the results record. The runs start before
+any check, as this step's background work: a check taking ``request_runs`` gets them.
 """
 
 import re
 
+from gpulab import requestruns
+from gpulab.requestruns import SCRIPT, TIMEOUT_S, stderr_tail
 from gpushare.grading.checks import T, check, fail
-from gpushare.grading.requestruns import SCRIPT, TIMEOUT_S, stderr_tail
+
+BACKGROUND = {"request_runs": requestruns.start}
 
 # Where the interpreter that ran the script keeps its library and binaries: the sandbox's
 # own layout (e.g. /opt/gpushare-python), which is not the learner's and says nothing to

@@ -1,7 +1,7 @@
 """Step 7: a third way (MPS) in the same ConfigMap, and the isolation table."""
 
-from gpushare.grading.checks import T, check, fail
-from gpushare.grading.lab_rules import (
+from gpulab import GPU, HINT_QUERIES, QUERIES
+from gpulab.rules import (
     ISOLATION,
     ISOLATION_VALUES,
     device_plugin_config,
@@ -9,8 +9,11 @@ from gpushare.grading.lab_rules import (
     show_yaml,
     where_cm,
 )
-from gpushare.grading.labstate import GPU
+from gpushare.grading.checks import T, check, fail
 from gpushare.submissions.workdir import FileProblem
+
+# every step that judges the cluster reads the lab's queries (one read for all)
+READS, HINT_READS = QUERIES, HINT_QUERIES
 
 FILE = "out/isolation.txt"
 

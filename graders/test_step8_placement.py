@@ -1,7 +1,7 @@
 """Step 8: each workload on the node that suits it, chosen by labels, recorded truthfully."""
 
-from gpushare.grading.checks import T, check, fail
-from gpushare.grading.lab_rules import (
+from gpulab import GPU, HINT_QUERIES, MIG_PREFIX, QUERIES, namespaces_of_pod
+from gpulab.rules import (
     PLACEMENT,
     dig,
     find_object,
@@ -10,9 +10,8 @@ from gpushare.grading.lab_rules import (
     objects_of,
     show_yaml,
 )
+from gpushare.grading.checks import T, check, fail
 from gpushare.grading.labstate import (
-    GPU,
-    MIG_PREFIX,
     pending_reason,
     pod_resources,
     requested,
@@ -20,6 +19,9 @@ from gpushare.grading.labstate import (
     show_quantity,
 )
 from gpushare.submissions.workdir import FileProblem
+
+# every step that judges the cluster reads the lab's queries (one read for all)
+READS, HINT_READS = QUERIES, HINT_QUERIES
 
 FILE = "k8s/placement.yaml"
 OUT = "out/placement.txt"
@@ -108,7 +110,7 @@ def test_8_2_pods_on_the_right_nodes(lab):
     for name in PODS:
         pod = pods.get(name)
         if pod is None:
-            elsewhere = lab.namespaces_of_pod(name)
+            elsewhere = namespaces_of_pod(lab, name)
             fail(
                 expected=T("pod_in_namespace", pod=name, namespace=NS),
                 found=T("pod_in_namespaces", pod=name, namespaces=tuple(elsewhere))

@@ -35,8 +35,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpulab import HINT_QUERIES, QUERIES
+from gpulab.requestruns import RequestRuns
 from gpushare.grading.checks import CheckFailed
-from gpushare.grading.requestruns import RequestRuns
 from gpushare.grading.runner import Check, load_checks
 from gpushare.locations import default_fixtures
 from gpushare.reports import messages
@@ -909,7 +910,9 @@ def replay(data: dict[str, Any] | None = None) -> Iterator[Outcome]:
                         wd, default_fixtures(), data["seed"], shown_workdir=LAB_WORKDIR
                     )
                 inputs = {
-                    "lab": LabState.recorded(data["clusters"][case["cluster"]]),
+                    "lab": LabState.recorded(
+                        data["clusters"][case["cluster"]], QUERIES, HINT_QUERIES
+                    ),
                     "work": Workdir(wd),
                     "request_runs": runs_cache[runs_key],
                 }

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from gpushare.grading.lab_rules import show_yaml
-from gpushare.grading.requestruns import stderr_tail
+from gpulab.requestruns import stderr_tail
+from gpulab.rules import show_yaml
 from gpushare.reports import messages
 from gpushare.submissions.workdir import load_yaml_text
 from tests.feedback_cases import ALL, Outcome, all_cases, load, replay
@@ -244,7 +244,7 @@ def _fail_sites() -> set[tuple[str, int]]:
     sites = set()
     files = [
         *sorted((ROOT / "graders").glob("test_step*.py")),
-        ROOT / "src/gpushare/grading/lab_rules.py",
+        ROOT / "graders/gpulab/rules.py",
     ]
     for path in files:
         for node in ast.walk(ast.parse(path.read_text())):
@@ -266,7 +266,7 @@ def test_every_failure_path_is_rendered(outcomes):
     missed = {}
     for name, line in sorted(_fail_sites() - reached):
         path = next(
-            p for p in [ROOT / "graders" / name, ROOT / "src/gpushare" / name] if p.exists()
+            p for p in [ROOT / "graders" / name, ROOT / "graders/gpulab" / name] if p.exists()
         )
         text = "\n".join(path.read_text().splitlines()[line - 1 : line + 2])
         if not any(marker in text for marker in UNREACHABLE):
@@ -588,13 +588,14 @@ def test_8_2_hint_does_not_praise_more_gpus(outcomes):
 
 def test_a_read_an_old_snapshot_lacks_does_not_void_the_grade():
     """The read of pods in other namespaces only explains; a recording without it grades."""
+    from gpulab import HINT_QUERIES, QUERIES, namespaces_of_pod
     from gpushare.grading.labstate import LabState
 
     data = load()
     old = next(c for c in data["clusters"].values() if "pods:elsewhere" not in c)
-    state = LabState.recorded(old)
+    state = LabState.recorded(old, QUERIES, HINT_QUERIES)
     assert state.wait_all() is None
-    assert state.namespaces_of_pod("mig-job") == []
+    assert namespaces_of_pod(state, "mig-job") == []
 
 
 def test_pending_reason_is_one_clean_line():

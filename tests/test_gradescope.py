@@ -26,7 +26,8 @@ import jsonschema
 import pytest
 import yaml
 
-from gpushare.grading import capture, requestcases
+from gpulab import requestcases
+from gpushare.grading import capture
 from gpushare.submissions import snapshot
 from tests.helpers import ALL_CHECKS, _gpushare, processes_with
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gpushare.grading import requestcases
+from gpulab import requestcases
 from gpushare.lab import binaries
 from gpushare.sandbox import isolation, limits
 from gpushare.sandbox.isolation import Isolation, IsolationUnavailable

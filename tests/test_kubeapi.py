@@ -167,6 +167,7 @@ def test_nothing_listening_is_unreachable():
 def test_a_hung_apiserver_costs_the_cluster_read_one_timeout():
     """The read is sequential: after one query times out the others fail at once, so a hung
     apiserver costs one timeout, not one per query (counted as connections, not timed)."""
+    from gpulab import QUERIES
     from gpushare.grading.labstate import LabState
 
     accepted: list[socket.socket] = []
@@ -189,8 +190,8 @@ def test_a_hung_apiserver_costs_the_cluster_read_one_timeout():
         creds = Credentials(
             server=f"http://127.0.0.1:{listener.getsockname()[1]}", ssl_context=None, token=None
         )
-        state = LabState(Client(creds, timeout=0.5)).start()
-        errors = {key: state.get(key).unreadable for key in LabState.QUERIES}
+        state = LabState(Client(creds, timeout=0.5), reads=QUERIES).start()
+        errors = {key: state.get(key).unreadable for key in {**QUERIES, **LabState.BASE}}
         state.close()
     finally:
         stop.set()

@@ -15,8 +15,12 @@ import pytest
 from gpushare.kube.errors import ApiError
 from gpushare.kube.transport import Client
 from gpushare.lab import cluster, ports, purge
-from gpushare.lab.nodes import LAB_NODES, NODE_RESOURCES, fresh_node_labels
+from gpushare.lab import nodes as lab_nodes
+from gpushare.lab.nodes import fresh_node_labels
 from tests.helpers import ROOT, TEST_CLUSTER, kubectl
+
+LAB_NODES = lab_nodes.load().names
+NODE_RESOURCES = lab_nodes.load().capacity
 
 
 def _pod(name: str, resources: dict[str, str], **spec) -> dict:

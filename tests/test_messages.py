@@ -59,7 +59,7 @@ def test_every_key_used_in_code_exists():
     missing = sorted(k for k in _keys_used_in_code() if k not in values)
     assert missing == []
     # keys built at run time: script problems and judge reasons
-    from gpushare.grading import requestcases
+    from gpulab import requestcases
 
     for reason in [*requestcases.REASONS, "timeout", "killed", "not_run", "crashed"]:
         assert f"script_reason_{reason}" in values

@@ -13,8 +13,10 @@ import psutil
 import pytest
 
 from gpushare.lab import cluster, ports, procs
-from gpushare.lab.nodes import LAB_NODES
+from gpushare.lab import nodes as lab_nodes
 from tests.helpers import TEST_CLUSTER, _gpushare
+
+LAB_NODES = lab_nodes.load().names
 
 pytestmark = pytest.mark.lab  # every test here creates labs of its own
 

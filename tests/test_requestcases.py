@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpushare.grading.requestcases import (
+from gpulab.requestcases import (
     MIN_COUNT,
     REASONS,
     Case,
@@ -39,6 +39,7 @@ from gpushare.reports import messages
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures" / "check-request"
 REFERENCE = REPO / "solutions" / "workdir" / "bin" / "check-request.sh"
+GRADERS = REPO / "graders"
 DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 GPU = "nvidia.com/gpu"
 WORKERS = (os.cpu_count() or 2) + 1
@@ -175,7 +176,7 @@ def test_generate_is_deterministic_per_seed() -> None:
 def test_generate_is_deterministic_across_processes() -> None:
     """No hash randomisation or set ordering may leak into the manifests."""
     code = (
-        "import hashlib; from gpushare.grading.requestcases import generate; "
+        "import hashlib; from gpulab.requestcases import generate; "
         "print(hashlib.sha256(repr(generate(123, 8)).encode()).hexdigest())"
     )
     outs = {
@@ -184,7 +185,7 @@ def test_generate_is_deterministic_across_processes() -> None:
             capture_output=True,
             text=True,
             check=True,
-            env={**os.environ, "PYTHONHASHSEED": str(hash_seed)},
+            env={**os.environ, "PYTHONHASHSEED": str(hash_seed), "PYTHONPATH": str(GRADERS)},
         ).stdout
         for hash_seed in (1, 2)
     }

@@ -73,32 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="file or folder to write (default: the current folder)")
 
     p = sub.add_parser("grade", help="grade a learner's cluster and work directory")
-    _add_cluster(p)
-    p.add_argument(
-        "--workdir",
-        help="the learner's work directory (default: $GPUSHARE_WORKDIR or /root/gpushare)",
-    )
-    p.add_argument(
-        "--kubeconfig",
-        help="grade this cluster as given, never start anything (default: $KUBECONFIG, a list "
-        "of files merged as kubectl merges them; else the lab cluster)",
-    )
-    p.add_argument("--context", help="kubeconfig context to grade (default: current-context)")
-    p.add_argument(
-        "--snapshot",
-        metavar="FILE",
-        help="grade this snapshot (.gpushare.tgz) offline: no cluster, no control plane",
-    )
-    p.add_argument(
-        "--unsafe-no-sandbox",
-        action="store_true",
-        help="run the learner's script without the bubblewrap sandbox even when grading a "
-        "snapshot (only for trusted work)",
-    )
-    p.add_argument("--lang", help="feedback language: zh (default), ko, en")
-    p.add_argument("--json", metavar="FILE", help="write Gradescope-style results.json")
+    from gpushare.grading import grade as grade_options  # the options pytest shares
+
+    grade_options.add_options(p.add_argument)
     p.add_argument("--junitxml", metavar="FILE", help="write JUnit XML (xunit2)")
-    p.add_argument("--seed", type=int, help="seed of the generated check-request cases")
     p.add_argument("--step", action="append", help="grade only these steps (repeatable)")
     p.add_argument(
         "--timeout",
@@ -332,7 +310,13 @@ def _dispatch(args: argparse.Namespace) -> int:
             return EXIT_OK
         if args.command == "solve":
             return _solve(args)
-    except (binaries.BinaryError, cluster.ClusterError, KubeconfigError, Unreachable) as exc:
+    except (
+        binaries.BinaryError,
+        cluster.ClusterError,
+        cluster.lab_nodes.LabDefinitionError,
+        KubeconfigError,
+        Unreachable,
+    ) as exc:
         return _fail(str(exc))
     return _fail(f"unknown command {args.command}")
 

@@ -37,14 +37,17 @@ class Task:
 
 
 def preload() -> None:
-    """Import everything a grade uses, once, in the parent: forked workers inherit it."""
+    """Import everything a grade uses, once, in the parent: forked workers inherit it (the
+    graders and their lab's modules included)."""
     import gpushare.grading.grade
     import gpushare.grading.labstate
-    import gpushare.grading.requestruns
-    import gpushare.grading.runner
     import gpushare.grading.session
     import gpushare.reports.junit
     import gpushare.submissions.snapshot  # noqa: F401
+    from gpushare.grading import runner
+    from gpushare.locations import graders_dir
+
+    runner.load_checks(graders_dir())
 
 
 def scratch_in(root: Path) -> Any:

@@ -14,11 +14,18 @@ read, a bad snapshot, or the ``--timeout`` struck).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import shutil
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gpushare.grading.session import GradeSession
 
 EXIT_OK, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
 
@@ -77,112 +84,91 @@ class Outcome:
 def grade(options: Options, started: float | None = None) -> Outcome:
     """Grade a cluster and work dir, or a snapshot file.
 
-    A snapshot is unpacked into a scratch folder that is removed afterwards, whatever
-    happens. Raises OptionError, ``snapshot.SnapshotError`` or ``session.GradeError`` (one
-    line each, exit 2 for a command) when no grade can be taken at all.
+    Raises OptionError, ``snapshot.SnapshotError`` or ``session.GradeError`` (one line each,
+    exit 2 for a command) when no grade can be taken at all.
     """
     started = time.monotonic() if started is None else started
-    if not options.snapshot:
-        return _grade(options, started, None)
-    if options.kubeconfig or options.context:
-        raise OptionError("--snapshot grades the file alone: no --kubeconfig or --context with it")
-    import shutil
-    import tempfile
-
-    from gpushare.submissions.snapshot import load
-
-    scratch = Path(tempfile.mkdtemp(prefix="gpushare-grade-"))
-    try:
-        return _grade(options, started, load(Path(options.snapshot), scratch))
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    checks = _select(options.steps)
+    with open_session(options, started) as session:
+        durations = _run(session, checks, started + options.timeout if options.timeout else None)
+    return _outcome(session, checks, durations, options.policy)
 
 
-def _grade(options: Options, started: float, snap: Any) -> Outcome:
-    """Grade; the learner's script runs start before anything heavy is even imported.
+def _select(steps: set[int]) -> list[Any]:
+    """The checks of the chosen steps (all with no ``--step``); OptionError for a step that
+    is not one of the graders'."""
+    from gpushare.grading import runner
+    from gpushare.locations import graders_dir
 
-    Those runs are most of a grade's time and CPU; started first, they overlap our imports,
-    the cluster read and every other check.
-    """
-    from gpushare.locations import default_fixtures, default_workdir, graders_dir
-
-    steps = options.steps
     if not graders_dir().is_dir():
         raise OptionError(f"graders not found at {graders_dir()}")
-    # The learner's runs start before the graders are even imported (they are most of a
-    # grade); with --step, the graders are read first to see whether any selected check
-    # judges those runs at all.
-    wants_runs = True
-    if steps:
-        from gpushare.grading import runner
+    found = runner.load_checks(graders_dir())
+    known = sorted({c.meta["step"] for c in found})
+    if steps and not steps <= set(known):
+        raise OptionError(f"--step takes the graders' step numbers: {known}")
+    return [c for c in found if not steps or c.meta["step"] in steps]
 
-        found = runner.load_checks(graders_dir())
-        known = sorted({c.meta["step"] for c in found})
-        if not steps <= set(known):
-            raise OptionError(f"--step takes the graders' step numbers: {known}")
-        wants_runs = any("request_runs" in c.parameters() for c in found if c.meta["step"] in steps)
+
+@contextlib.contextmanager
+def open_session(options: Options, started: float | None = None) -> Iterator[GradeSession]:
+    """The one way to a :class:`GradeSession`, for ``gpushare grade`` and ``pytest graders/``:
+    the language resolved, a snapshot verified and unpacked into a scratch folder (removed
+    afterwards, whatever happens), the work dir, fixtures and seed as the options and the
+    environment say (:mod:`gpushare.locations`). The session is closed on the way out."""
+    from gpushare.grading.session import GradeSession
+    from gpushare.locations import default_fixtures, default_workdir
     from gpushare.reports import messages
 
+    if options.snapshot and (options.kubeconfig or options.context):
+        raise OptionError("--snapshot grades the file alone: no --kubeconfig or --context with it")
     try:
         lang = messages.resolve_lang(options.lang)  # else GPUSHARE_LANG, the locale, zh
     except ValueError as exc:
         raise OptionError(str(exc)) from None
-    from gpushare.grading.requestruns import RequestRuns, new_seed
-
-    if snap is not None:
-        workdir = snap.work_root
-    else:
+    with contextlib.ExitStack() as stack:
+        snap = None
         workdir = Path(options.workdir).expanduser() if options.workdir else default_workdir()
-    seed = options.seed if options.seed is not None else new_seed()
-    fixtures = default_fixtures()
-    if wants_runs and not (fixtures / "check-request").is_dir():
-        raise OptionError(f"the sample manifests of step 6 are not at {fixtures}/check-request")
-    runs = None
-    try:
-        if wants_runs:
-            from gpushare.sandbox import isolation as sandbox_policy
+        if options.snapshot:
+            from gpushare.submissions.snapshot import load
 
-            shown = snap.manifest.get("workdir") if snap is not None else None
-            try:
-                isolation = sandbox_policy.choose(
-                    snapshot=snap is not None, unsafe_no_sandbox=options.unsafe_no_sandbox
-                )
-            except sandbox_policy.IsolationUnavailable as exc:
-                raise OptionError(str(exc)) from None
-            runs = RequestRuns.start(workdir, fixtures, seed, shown, isolation)
-        from gpushare.grading import runner
-        from gpushare.grading.session import GradeSession
-
+            scratch = Path(tempfile.mkdtemp(prefix="gpushare-grade-"))
+            stack.callback(shutil.rmtree, scratch, ignore_errors=True)
+            snap = load(Path(options.snapshot).expanduser(), scratch)
+            workdir = snap.work_root
         session = GradeSession(
             workdir=workdir,
             kubeconfig=options.kubeconfig,
             cluster=options.cluster,
             context=options.context,
             lang=lang,
-            seed=seed,
-            fixtures=fixtures,
-            runs=runs,
+            seed=options.seed,
+            fixtures=default_fixtures(),
             started=started,
             snapshot=snap,
             unsafe_no_sandbox=options.unsafe_no_sandbox,
         )
-    except BaseException:
-        if runs is not None:
-            runs.close()
-        raise
-    deadline = started + options.timeout if options.timeout else None
-    finished = True
-    try:
-        checks = runner.load_checks(graders_dir(), steps or None)
-        session.connect(runner.modules(checks))
-        durations, finished = runner.run(session, checks, deadline=deadline)
-    finally:
-        session.close(wait=finished)
+        stack.callback(lambda: session.close(wait=not session.timed_out))
+        yield session
+
+
+def _run(session: GradeSession, checks: list[Any], deadline: float | None) -> dict[str, float]:
+    """Start the background work the checks ask for, read the cluster, call every check;
+    each check's seconds."""
+    from gpushare.grading import runner
+
+    session.start_background(runner.background(checks))
+    session.connect(runner.modules(checks))
+    return runner.run(session, checks, deadline=deadline)[0]
+
+
+def _outcome(
+    session: GradeSession, checks: list[Any], durations: dict[str, float], policy: Any
+) -> Outcome:
     report = session.report()
-    if options.policy is not None:  # before any output is made from the report
+    if policy is not None:  # before any output is made from the report
         from gpushare.reports.policy import apply
 
-        apply(report, options.policy)
+        apply(report, policy)
     return Outcome(
         report=report,
         classnames={c.nodeid: c.classname for c in checks},
@@ -199,23 +185,76 @@ def _error(msg: str) -> int:
     return EXIT_ERROR
 
 
-def options_from(args: argparse.Namespace) -> Options:
+# The options both entry points take, declared once: ``gpushare grade`` adds them to its
+# parser, the pytest plugin to pytest's (under ``gpushare_`` names), and both make their
+# :class:`Options` with :func:`options_from`.
+SHARED_OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
+    (
+        "--workdir",
+        {"help": "the learner's work directory (default: $GPUSHARE_WORKDIR or /root/gpushare)"},
+    ),
+    (
+        "--kubeconfig",
+        {
+            "help": "grade this cluster as given, never start anything (default: "
+            "$KUBECONFIG, a list of files merged as kubectl merges them; else the "
+            "lab cluster)"
+        },
+    ),
+    ("--context", {"help": "kubeconfig context to grade (default: current-context)"}),
+    ("--cluster", {"help": "lab cluster name (default: $GPUSHARE_CLUSTER or 'gpushare')"}),
+    (
+        "--snapshot",
+        {
+            "metavar": "FILE",
+            "help": "grade this snapshot (.gpushare.tgz) offline: no cluster, no control plane",
+        },
+    ),
+    (
+        "--unsafe-no-sandbox",
+        {
+            "action": "store_true",
+            "help": "run the learner's code without "
+            "the bubblewrap sandbox even when grading a snapshot (only for "
+            "trusted work)",
+        },
+    ),
+    ("--lang", {"help": "feedback language: zh (default), ko, en"}),
+    ("--json", {"metavar": "FILE", "help": "write Gradescope-style results.json"}),
+    ("--seed", {"type": int, "help": "seed of the grade's generated cases (default: random)"}),
+)
+
+
+def add_options(add: Any, prefix: str = "") -> None:
+    """Declare :data:`SHARED_OPTIONS` with ``add`` (argparse's ``add_argument``, pytest's
+    ``addoption``); each one's dest is its name with ``prefix``."""
+    for flag, spec in SHARED_OPTIONS:
+        add(flag, dest=prefix + flag[2:].replace("-", "_"), **spec)
+
+
+def options_from(args: Any, prefix: str = "") -> Options:
+    """The :class:`Options` of a parsed command line (argparse's, or pytest's ``config.option``
+    with ``prefix``); the options only ``gpushare grade`` has are taken where present."""
+
+    def get(name: str) -> Any:
+        return getattr(args, prefix + name, None)
+
     try:
-        steps = {int(s) for s in args.step or []}
+        steps = {int(s) for s in get("step") or []}
     except ValueError:
         steps = {0}
     return Options(
-        workdir=Path(args.workdir).expanduser() if args.workdir else None,
-        kubeconfig=args.kubeconfig,
-        context=args.context,
-        cluster=args.cluster,
-        snapshot=Path(args.snapshot).expanduser() if args.snapshot else None,
-        lang=args.lang,
-        seed=args.seed,
+        workdir=Path(get("workdir")).expanduser() if get("workdir") else None,
+        kubeconfig=get("kubeconfig"),
+        context=get("context"),
+        cluster=get("cluster"),
+        snapshot=Path(get("snapshot")).expanduser() if get("snapshot") else None,
+        lang=get("lang"),
+        seed=get("seed"),
         steps=steps,
-        timeout=args.timeout,
-        unsafe_no_sandbox=args.unsafe_no_sandbox,
-        policy=_policy(getattr(args, "policy", None)),
+        timeout=get("timeout"),
+        unsafe_no_sandbox=bool(get("unsafe_no_sandbox")),
+        policy=_policy(get("policy")),
     )
 
 

@@ -20,12 +20,6 @@ from typing import Any, ClassVar
 
 from gpushare.kube.errors import ApiError, Unreachable
 
-GPU = "nvidia.com/gpu"
-MIG_PREFIX = "nvidia.com/mig-"
-CONFIG_LABEL = "nvidia.com/device-plugin.config"
-CONFIGMAP_NS, CONFIGMAP_NAME = "gpu-share", "device-plugin-configs"
-QUOTA_NS, QUOTA_NAME = "team-a", "gpu-quota"
-
 _SUFFIX = {
     "m": Decimal("0.001"),
     "k": Decimal(10**3),
@@ -229,37 +223,26 @@ class LabState:
     handshake, and the apiserver shares the same cores) and cost twice the CPU.
     """
 
-    QUERIES: ClassVar[dict[str, str]] = {
-        "namespaces": "/api/v1/namespaces",
-        "nodes": "/api/v1/nodes",
-        "configmap": f"/api/v1/namespaces/{CONFIGMAP_NS}/configmaps/{CONFIGMAP_NAME}",
-        "pods:gpu-share": "/api/v1/namespaces/gpu-share/pods",
-        "pods:team-a": "/api/v1/namespaces/team-a/pods",
-        "quotas:team-a": "/api/v1/namespaces/team-a/resourcequotas",
-        "kube-system": "/api/v1/namespaces/kube-system",  # its uid names the cluster
-    }
-    # Reads that only explain a failure (a pod of gpu-share found in another namespace): one
-    # that cannot be read, or that a snapshot of an older gpushare lacks, leaves the
-    # explanation out and never voids the grade.
-    HINT_QUERIES: ClassVar[dict[str, str]] = {
-        "pods:elsewhere": "/api/v1/pods?fieldSelector="
-        "metadata.namespace%21%3Dgpu-share%2Cmetadata.namespace%21%3Dteam-a",
-    }
+    # The engine's own read: the kube-system namespace's uid names the cluster graded.
+    BASE: ClassVar[dict[str, str]] = {"kube-system": "/api/v1/namespaces/kube-system"}
 
     def __init__(
         self,
         client: Any,
         dry_runs: Iterable[tuple[str, dict[str, Any]]] = (),
         reads: dict[str, str] | None = None,
+        hint_reads: dict[str, str] | None = None,
     ) -> None:
-        """``reads`` and ``dry_runs``: what the collected graders declare beyond
-        :attr:`QUERIES` (a grader module's ``READS`` and ``dry_runs(work)``)."""
+        """``reads``, ``hint_reads`` and ``dry_runs``: what the collected graders declare (a
+        grader module's ``READS``, ``HINT_READS`` and ``dry_runs(work)``). A hint read only
+        explains a failure: one that cannot be read never voids the grade."""
         self.client = client
         self._dry_runs = {dry_run_key(ns, body): (ns, body) for ns, body in dry_runs}
+        self._hints = set(hint_reads or {})
         self._paths = {
-            **self.QUERIES,
-            **self.HINT_QUERIES,
             **(reads or {}),
+            **self.BASE,
+            **(hint_reads or {}),
             **{k: "" for k in self._dry_runs},
         }
         self._fetched: dict[str, Fetched] = {}
@@ -340,20 +323,28 @@ class LabState:
         return out
 
     @classmethod
-    def recorded(cls, answers: dict[str, Any]) -> LabState:
-        """The cluster as a snapshot recorded it: the same views, no apiserver at all."""
+    def recorded(
+        cls,
+        answers: dict[str, Any],
+        reads: dict[str, str] | None = None,
+        hint_reads: dict[str, str] | None = None,
+    ) -> LabState:
+        """The cluster as a snapshot recorded it: the same views, no apiserver at all.
+
+        ``reads`` and ``hint_reads``: what the graders declare; one the snapshot lacks is
+        unreadable (a void grade, unless a hint), as a refused read would be live.
+        """
         dry_runs = [
             (a["namespace"], a["body"]) for k, a in answers.items() if k.startswith("dry-run:")
         ]
-        reads = {
+        declared = {**(reads or {}), **cls.BASE, **(hint_reads or {})}
+        extra = {
             k: a["path"]
             for k, a in answers.items()
-            if not k.startswith("dry-run:")
-            and k not in cls.QUERIES
-            and k not in cls.HINT_QUERIES
-            and a.get("path")
+            if not k.startswith("dry-run:") and k not in declared and a.get("path")
         }
-        state = cls(None, dry_runs, reads)
+        # in the order a live read takes, the snapshot's own extra reads after the declared
+        state = cls(None, dry_runs, {**declared, **extra}, hint_reads)
         for key, answer in answers.items():
             if key not in state._ready:  # a read this gpushare does not know: ignored
                 continue
@@ -384,7 +375,7 @@ class LabState:
         """Wait for the whole read; the first thing that could not be read, if any."""
         for key in self._paths:
             f = self.get(key)
-            if f.unreadable and key not in self.HINT_QUERIES:
+            if f.unreadable and key not in self._hints:
                 return ClusterUnreadable(self.describe(key), f.unreadable)
         return None
 
@@ -416,27 +407,8 @@ class LabState:
     def nodes(self) -> dict[str, dict[str, Any]]:
         return {n["metadata"]["name"]: n for n in self._items("nodes")}
 
-    def configmap(self) -> dict[str, Any] | None:
-        return self._value("configmap")  # type: ignore[no-any-return]
-
     def pods(self, namespace: str) -> dict[str, dict[str, Any]]:
         return {p["metadata"]["name"]: p for p in self._items(f"pods:{namespace}")}
-
-    def namespaces_of_pod(self, name: str) -> list[str]:
-        """The namespaces other than gpu-share and team-a holding a pod ``name``: where a pod
-        of a file that sets no namespace went. Empty when unknown (see HINT_QUERIES)."""
-        f = self.get("pods:elsewhere")
-        items = (f.value or {}).get("items") if isinstance(f.value, dict) else None
-        if f.unreadable or not isinstance(items, list):
-            return []
-        found = set()
-        for pod in items:
-            meta = pod.get("metadata") if isinstance(pod, dict) else None
-            if isinstance(meta, dict) and meta.get("name") == name:
-                ns = meta.get("namespace")
-                if isinstance(ns, str) and ns not in (CONFIGMAP_NS, QUOTA_NS):
-                    found.add(ns)
-        return sorted(found)
 
     def quotas(self, namespace: str) -> dict[str, dict[str, Any]]:
         return {q["metadata"]["name"]: q for q in self._items(f"quotas:{namespace}")}

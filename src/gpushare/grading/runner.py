@@ -16,8 +16,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
+from gpushare.grading.background import Starter, wanted
 from gpushare.grading.session import GradeError, GradeSession
 from gpushare.reports.results import number_key
 
@@ -30,6 +32,7 @@ class Check:
     function: Callable[..., Any]
     nodeid: str
     classname: str
+    module: ModuleType
 
     def parameters(self) -> tuple[str, ...]:
         """The inputs the check asks for, by name (what pytest would inject as fixtures)."""
@@ -38,12 +41,19 @@ class Check:
 
 
 def load_checks(graders: Path, steps: set[int] | None = None) -> list[Check]:
-    """Every ``@check`` function of ``graders/test_step*.py``, in check-number order."""
+    """Every ``@check`` function of ``graders/test_step*.py``, in check-number order.
+
+    The graders folder is put first on ``sys.path``, as pytest's default import mode puts it,
+    so that the step files import their lab's own support modules the same way under both.
+    """
     found: list[Check] = []
+    folder = str(graders.resolve())
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
     for path in sorted(graders.glob("test_step*.py")):
         name = f"graders.{path.stem}"
         module = sys.modules.get(name)
-        if module is None:
+        if module is None or Path(module.__file__ or "").resolve() != path.resolve():
             spec = importlib.util.spec_from_file_location(name, path)
             if spec is None or spec.loader is None:
                 raise GradeError(f"gpushare: cannot load grader {path}")
@@ -53,7 +63,7 @@ def load_checks(graders: Path, steps: set[int] | None = None) -> list[Check]:
         for attr, fn in vars(module).items():
             meta = getattr(fn, "gpushare_check", None)
             if attr.startswith("test_") and meta and (not steps or meta["step"] in steps):
-                found.append(Check(meta, fn, f"graders/{path.name}::{attr}", name))
+                found.append(Check(meta, fn, f"graders/{path.name}::{attr}", name, module))
     numbers = [c.meta["number"] for c in found]
     duplicated = sorted({n for n in numbers if numbers.count(n) > 1})
     if duplicated:
@@ -106,6 +116,11 @@ def _run_all(
         durations[check.nodeid] = time.perf_counter() - t0
 
 
-def modules(checks: list[Check]) -> list[Any]:
-    """The grader modules of ``checks`` (where a step declares its dry-runs)."""
-    return list({c.classname: sys.modules[c.classname] for c in checks}.values())
+def modules(checks: list[Check]) -> list[ModuleType]:
+    """The grader modules of ``checks`` (where a step declares its reads and dry-runs)."""
+    return list({c.classname: c.module for c in checks}.values())
+
+
+def background(checks: list[Check]) -> dict[str, Starter]:
+    """The background work (a step's ``BACKGROUND``) that ``checks`` ask for by name."""
+    return wanted((c.module, c.parameters()) for c in checks)

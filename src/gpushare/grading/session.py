@@ -1,10 +1,12 @@
 """One grading run, independent of who drives it: pytest (``pytest graders/``) or
 ``gpushare grade``'s own runner.
 
-Both entry points call the same check functions from ``graders/`` with the same three inputs
-(``lab``, ``work``, ``request_runs``) made here, turn their outcome into feedback here, and
-add up the same :class:`~gpushare.reports.results.Report`; so they see the same checks and the same
-score by construction, and a test of ours compares the two.
+Both entry points get their session from :func:`gpushare.grading.grade.open_session`, call the
+same check functions from ``graders/`` with the same inputs made here (``lab``, ``work`` and
+whatever background work the steps declare, see :mod:`gpushare.grading.background`), turn their
+outcome into feedback here, and add up the same :class:`~gpushare.reports.results.Report`; so
+they see the same checks and the same score by construction, and a test of ours compares the
+two.
 """
 
 from __future__ import annotations
@@ -14,9 +16,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from gpushare.grading import background
 from gpushare.grading.checks import CheckFailed, T
 from gpushare.grading.labstate import ClusterUnreadable
 from gpushare.lab.kubeapi import ApiError, KubeconfigError, Unreachable
+from gpushare.locations import default_fixtures
 from gpushare.reports import messages, results
 from gpushare.submissions.workdir import Workdir
 
@@ -46,24 +50,18 @@ class GradeSession:
         lang: str,
         seed: int | None,
         fixtures: Path | None = None,
-        runs: Any = None,
         started: float | None = None,
         snapshot: Any = None,
         unsafe_no_sandbox: bool = False,
     ) -> None:
-        """``runs``: the learner's runs if the caller started them already (``gpushare grade``
-        does, before importing this module), with the same workdir, fixtures and seed.
-        ``snapshot``: a loaded :class:`~gpushare.submissions.snapshot.Snapshot` to grade instead
-        of a cluster (``workdir`` is then its unpacked work dir)."""
-        from gpushare.grading.requestruns import new_seed
-        from gpushare.locations import default_fixtures
-
+        """``snapshot``: a loaded :class:`~gpushare.submissions.snapshot.Snapshot` to grade
+        instead of a cluster (``workdir`` is then its unpacked work dir)."""
         self.workdir = workdir
         self.kubeconfig = kubeconfig
         self.context = context
         self.cluster = cluster
         self.lang = lang
-        self.seed: int = seed if seed is not None else new_seed()
+        self.seed: int = seed if seed is not None else background.new_seed()
         self.fixtures = fixtures or default_fixtures()
         self.started = started if started is not None else time.monotonic()
         self.results: dict[str, results.CheckResult] = {}
@@ -76,24 +74,38 @@ class GradeSession:
         self.timed_out = False  # the deadline struck: finished checks keep their results
         self.sealed = False
         self.state: Any = None
-        self.runs: Any = runs
+        self._read_closed = False
+        self.background: dict[str, background.Closable] = {}  # what the steps declared, started
         self.active = False
         # one per session: it caches parsed files
         self.work = Workdir(workdir, snapshot.recorded if snapshot else None)
 
-    def start_runs(self) -> None:
-        """Start the learner script's runs (the slowest part of a grade) in the background."""
-        if self.runs is None:
-            from gpushare.grading.requestruns import RequestRuns
+    def start_background(self, wanted: dict[str, background.Starter]) -> None:
+        """Start the background work the graded checks ask for (the steps' ``BACKGROUND``),
+        once each, in the sandbox chosen here for learners' code; GradeError when none can be
+        had. Started first: such work (a learner's script runs) is most of a grade's time."""
+        todo = {name: start for name, start in wanted.items() if name not in self.background}
+        if not todo:
+            return
+        context = background.Context(
+            workdir=self.workdir,
+            shown_workdir=self.snapshot.manifest.get("workdir") if self.snapshot else None,
+            fixtures=self.fixtures,
+            seed=self.seed,
+            sandbox=_isolation(self.snapshot is not None, self.unsafe_no_sandbox),
+        )
+        for name, start in todo.items():
+            try:
+                self.background[name] = start(context)
+            except BaseException:
+                self.drop_background()
+                raise
 
-            shown = self.snapshot.manifest.get("workdir") if self.snapshot else None
-            isolation = _isolation(self.snapshot is not None, self.unsafe_no_sandbox)
-            self.runs = RequestRuns.start(self.workdir, self.fixtures, self.seed, shown, isolation)
-
-    def drop_runs(self) -> None:
-        if self.runs is not None:
-            self.runs.close()
-            self.runs = None
+    def drop_background(self) -> None:
+        """End every background work still going."""
+        started, self.background = self.background, {}
+        for work in started.values():
+            work.close()
 
     def connect(self, grader_modules: Iterable[Any] = ()) -> None:
         """Reach the cluster and start its read, with the dry-runs the graders declare.
@@ -106,6 +118,12 @@ class GradeSession:
         from gpushare.lab import kubeconfigs
 
         self.active = True
+        modules = list(grader_modules)
+        reads: dict[str, str] = {}
+        hint_reads: dict[str, str] = {}
+        for module in modules:  # what each step reads of the cluster
+            reads.update(getattr(module, "READS", None) or {})
+            hint_reads.update(getattr(module, "HINT_READS", None) or {})
         if self.snapshot is not None:  # the cluster as captured: no apiserver at all
             manifest = self.snapshot.manifest
             self.identity = {
@@ -117,7 +135,7 @@ class GradeSession:
             }
             self.server = self.identity.get("server")
             self.identity.update(self._runtimes(manifest.get("runtime") or {}))
-            self.state = LabState.recorded(self.snapshot.cluster)
+            self.state = LabState.recorded(self.snapshot.cluster, reads, hint_reads)
             return
         # The lab is graded as it is, like any other cluster: never started or repaired here
         # (a node the learner deleted stays deleted); `make grade` runs `gpushare up` first.
@@ -154,13 +172,11 @@ class GradeSession:
         except Exception as exc:  # anything else on the way: one line, exit 2
             raise GradeError(f"gpushare: could not grade ({target.kubeconfig}): {exc}") from None
         dry_runs: list[tuple[str, dict[str, Any]]] = []
-        reads: dict[str, str] = {}
-        for module in grader_modules:  # what a step reads beyond LabState.QUERIES
-            reads.update(getattr(module, "READS", None) or {})
+        for module in modules:  # and the server-side dry-runs it declares
             declare = getattr(module, "dry_runs", None)
             if callable(declare):
                 dry_runs.extend(declare(self.work))
-        self.state = LabState(client, dry_runs, reads).start()
+        self.state = LabState(client, dry_runs, reads, hint_reads).start()
 
     def graded(self) -> dict[str, Any] | None:
         """What was graded, as every result records it (with the cluster's uid when live)."""
@@ -212,17 +228,18 @@ class GradeSession:
 
     def inputs(self) -> dict[str, Any]:
         """What a check may ask for, by parameter name (``lab`` is :meth:`lab`, on demand)."""
-        return {"work": self.work, "request_runs": self.runs}
+        return {"work": self.work, **self.background}
 
     def close(self, wait: bool = True) -> None:
-        """End the learner's runs; wait for the cluster read unless a deadline struck (a
+        """End the background work; wait for the cluster read unless a deadline struck (a
         read may then be the very thing that hangs)."""
-        if self.state is not None and wait:
+        if self.state is not None and wait and not self._read_closed:
+            self._read_closed = True  # both entry points may close twice: once is enough
             self.state.close()
             shutdown = getattr(self.state.client, "shutdown", None)  # the official client's pool
             if shutdown is not None:
                 shutdown()
-        self.drop_runs()
+        self.drop_background()
 
     # -- outcomes -------------------------------------------------------------------
 

@@ -23,7 +23,8 @@ from gpushare import versions
 from gpushare.kube.errors import ApiError, KubeconfigError, Unreachable
 from gpushare.kube.transport import Client
 from gpushare.lab import binaries
-from gpushare.lab.nodes import LAB_NODES, NODE_RESOURCES, fresh_node_labels, node_manifest
+from gpushare.lab import nodes as lab_nodes
+from gpushare.lab.nodes import fresh_node_labels, node_manifest
 from gpushare.locations import cluster_name, kwok_workdir, lab_dir
 
 SYSTEM_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
@@ -195,12 +196,13 @@ def _node_ready(node: dict[str, Any]) -> bool:
 def ensure_nodes(
     client: Client, timeout: float = 60.0, watch: Callable[[], None] | None = None
 ) -> None:
-    """Create missing lab nodes, then wait until all three are Ready."""
+    """Create missing lab nodes (the lab's ``lab.toml``), then wait until all are Ready."""
+    wanted = lab_nodes.load()
     existing = {n["metadata"]["name"] for n in client.get("/api/v1/nodes").get("items", [])}
-    for name in LAB_NODES:
+    for name in wanted.names:
         if name not in existing:
             try:
-                client.create("/api/v1/nodes", node_manifest(name))
+                client.create("/api/v1/nodes", node_manifest(name, wanted.capacity))
             except ApiError as exc:
                 if exc.status != 409:
                     raise
@@ -209,7 +211,7 @@ def ensure_nodes(
         if watch is not None:
             watch()
         nodes = {n["metadata"]["name"]: n for n in client.get("/api/v1/nodes").get("items", [])}
-        not_ready = [n for n in LAB_NODES if not (n in nodes and _node_ready(nodes[n]))]
+        not_ready = [n for n in wanted.names if not (n in nodes and _node_ready(nodes[n]))]
         if not not_ready:
             return
         if time.monotonic() > deadline:
@@ -499,9 +501,10 @@ def _controller_metrics_url(lab: Lab) -> str | None:
 
 
 def _reset_nodes(client: Client) -> None:
+    wanted = lab_nodes.load()
     for node in client.get("/api/v1/nodes").get("items", []):
         name = node["metadata"]["name"]
-        if name not in LAB_NODES:
+        if name not in wanted.names:
             client.delete(f"/api/v1/nodes/{name}")
             continue
         labels = node["metadata"].get("labels") or {}
@@ -516,8 +519,8 @@ def _reset_nodes(client: Client) -> None:
         patch: dict[str, Any] = {}
         for field in ("capacity", "allocatable"):
             current = status.get(field) or {}
-            want: dict[str, Any] = {k: None for k in current if k not in NODE_RESOURCES}
-            want.update(NODE_RESOURCES)
+            want: dict[str, Any] = {k: None for k in current if k not in wanted.capacity}
+            want.update(wanted.capacity)
             patch[field] = want
         client.merge_patch(f"/api/v1/nodes/{name}/status", {"status": patch})
 

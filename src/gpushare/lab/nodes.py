@@ -1,19 +1,54 @@
-"""The lab's fake nodes as `gpushare up` makes them: names, ordinary resources, labels.
+"""The fake nodes `gpushare up` makes: which, from the lab's ``lab.toml``; how, here.
 
-Apart from :mod:`gpushare.lab.cluster` (which creates and resets them) so that the graders' rules
-can name the nodes without importing the lab's lifecycle (processes, kwokctl, binaries).
+A lab names its nodes and their ordinary capacity in ``lab.toml`` beside its step files
+(``[nodes] names``, ``capacity``); the engine gives each the labels every kwok node has.
+Apart from :mod:`gpushare.lab.cluster` (which creates and resets them) so that a lab's rules
+can name its nodes without importing the lifecycle (processes, kwokctl, binaries).
 """
 
 from __future__ import annotations
 
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-LAB_NODES = ("lab-node-0", "lab-node-1", "lab-node-2")  # the nodes `gpushare up` creates
-NODE_RESOURCES = {"cpu": "32", "memory": "256Gi", "pods": "110", "ephemeral-storage": "500Gi"}
+from gpushare.locations import graders_dir
+
+DEFAULT_CAPACITY = {"cpu": "32", "memory": "256Gi", "pods": "110", "ephemeral-storage": "500Gi"}
 
 
-def node_manifest(name: str) -> dict[str, Any]:
-    """A fresh lab node: ordinary capacity, no GPU label or resource."""
+class LabDefinitionError(RuntimeError):
+    """The lab's ``lab.toml`` is missing or does not say what the engine needs: one line."""
+
+
+@dataclass(frozen=True)
+class LabNodes:
+    """The nodes a lab asks for, in order, and the capacity each one starts with."""
+
+    names: tuple[str, ...]
+    capacity: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_CAPACITY))
+
+
+def load(path: Path | None = None) -> LabNodes:
+    """The ``[nodes]`` of ``lab.toml`` (default: the one beside the graders)."""
+    path = path or graders_dir() / "lab.toml"
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise LabDefinitionError(f"cannot read the lab's definition {path}: {exc}") from None
+    section = data.get("nodes")
+    names = section.get("names") if isinstance(section, dict) else None
+    if not (isinstance(names, list) and names and all(isinstance(n, str) for n in names)):
+        raise LabDefinitionError(f"{path}: [nodes] names must list the nodes `up` creates")
+    capacity = section.get("capacity", DEFAULT_CAPACITY)
+    if not (isinstance(capacity, dict) and all(isinstance(v, str) for v in capacity.values())):
+        raise LabDefinitionError(f"{path}: [nodes] capacity maps resources to quantities")
+    return LabNodes(tuple(names), {str(k): v for k, v in capacity.items()})
+
+
+def node_manifest(name: str, capacity: dict[str, str]) -> dict[str, Any]:
+    """A fresh lab node: ordinary capacity, no label but kwok's."""
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -23,10 +58,7 @@ def node_manifest(name: str) -> dict[str, Any]:
             "annotations": {"kwok.x-k8s.io/node": "fake"},
         },
         "spec": {},
-        "status": {
-            "capacity": dict(NODE_RESOURCES),
-            "allocatable": dict(NODE_RESOURCES),
-        },
+        "status": {"capacity": dict(capacity), "allocatable": dict(capacity)},
     }
 
 

@@ -2,7 +2,7 @@
 
 The bundle is a zip in Gradescope's layout (gradescope-autograders.readthedocs.io, "Autograder
 Specifications"): ``setup.sh`` and ``run_autograder`` at its root, then this package
-(``src/gpushare``), the graders, the step 6 fixtures, a pinned ``requirements.txt``, the
+(``src/gpushare``), the lab (graders/ and fixtures/), a pinned ``requirements.txt``, the
 settings (:data:`SETTINGS`: deadline, language, sandbox) and ``policy.toml`` (the instructor's
 ``--policy``, else the defaults written out).
 Gradescope unpacks it into ``/autograder/source``, runs ``setup.sh`` once when it builds the
@@ -90,27 +90,32 @@ def _normal(name: str) -> str:
 
 
 def _package_files() -> list[tuple[str, Path]]:
-    """(name in the zip, file) for the package, graders and fixtures; no bytecode."""
+    """(name in the zip, file) for the package and the lab (its graders folder whole, with its
+    support modules, texts and ``lab.toml``, and its fixtures); no bytecode."""
     import gpushare
     from gpushare.locations import default_fixtures, graders_dir
 
     package = Path(gpushare.__file__).parent
     fixtures = default_fixtures()
     graders = graders_dir()
-    if not (fixtures / "check-request").is_dir():
-        raise BundleError(f"the step 6 fixtures are not at {fixtures}/check-request")
-    found = sorted(graders.glob("test_step*.py"))
-    if not found:
+    if not fixtures.is_dir():
+        raise BundleError(f"the lab's fixtures are not at {fixtures}")
+    if not list(graders.glob("test_step*.py")):
         raise BundleError(f"no graders at {graders}")
-    out: list[tuple[str, Path]] = []
-    for path in sorted(package.rglob("*")):
-        rel = path.relative_to(package)
+    return [
+        *_tree(package, "src/gpushare"),
+        *_tree(graders, "graders"),
+        *_tree(fixtures, "fixtures"),
+    ]
+
+
+def _tree(folder: Path, name: str) -> list[tuple[str, Path]]:
+    """(``name``/path in the zip, file) for every file under ``folder``, bytecode left out."""
+    out = []
+    for path in sorted(folder.rglob("*")):
+        rel = path.relative_to(folder)
         if path.is_file() and "__pycache__" not in rel.parts and path.suffix != ".pyc":
-            out.append((f"src/gpushare/{rel.as_posix()}", path))
-    out += [(f"graders/{p.name}", p) for p in found]
-    for path in sorted(fixtures.rglob("*")):
-        if path.is_file() and "__pycache__" not in path.parts:
-            out.append((f"fixtures/{path.relative_to(fixtures).as_posix()}", path))
+            out.append((f"{name}/{rel.as_posix()}", path))
     return out
 
 

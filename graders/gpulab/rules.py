@@ -10,12 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
+from gpulab import CONFIG_LABEL, CONFIGMAP_NAME, CONFIGMAP_NS, GPU, configmap
 from gpushare.grading.checks import T, Value, fail
-from gpushare.grading.labstate import CONFIGMAP_NAME, CONFIGMAP_NS, GPU, LabState, quantity
+from gpushare.grading.labstate import LabState, quantity
+from gpushare.lab import nodes
 from gpushare.submissions.workdir import FileProblem, LineDict, Workdir, load_yaml_text, yaml_kind
 
+LAB_NODES = nodes.load(Path(__file__).resolve().parents[1] / "lab.toml").names
 MIG_PROFILE = "nvidia.com/mig-1g.10gb"
 MIG_COUNT = 7
 PHYSICAL_GPUS = 2
@@ -85,7 +89,7 @@ def show_field(name: str, value: Any) -> str | T:
 
 def device_plugin_config(lab: LabState, key: str) -> LineDict:
     """The parsed device-plugin config stored under ``key``; fails the check otherwise."""
-    cm = lab.configmap()
+    cm = configmap(lab)
     if cm is None:
         fail(expected=T("configmap_present"), found=T("absent"), where=where_cm())
     data = (cm or {}).get("data") or {}
@@ -269,7 +273,7 @@ def shared_replicas(lab: LabState) -> Derived:
     node could have (2 x 1), while the lab's answer stays 8.
     """
     try:
-        cm = lab.configmap()
+        cm = configmap(lab)
     except Exception:
         return Derived(LAB_REPLICAS, False)
     raw = ((cm or {}).get("data") or {}).get("shared")
@@ -296,9 +300,6 @@ def lab_node_labels(lab: LabState) -> dict[str, dict[str, str]]:
     asks to place by the labels of steps 2 and 3 (a hostname label is a node name in disguise).
     The GPU product label may have any value: the cluster's is used where it exists.
     """
-    from gpushare.grading.labstate import CONFIG_LABEL
-    from gpushare.lab.nodes import LAB_NODES
-
     try:
         product = (
             (lab.nodes().get(MIG_NODE) or {})

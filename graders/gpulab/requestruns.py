@@ -13,16 +13,17 @@ directory, and passed as the script's only argument. Judging happens when a chec
 
 from __future__ import annotations
 
-import os
 import tempfile
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gpushare.grading.background import Context
+from gpushare.grading.session import GradeError
 from gpushare.sandbox import supervisor as sandbox
 
 if TYPE_CHECKING:
-    from gpushare.grading.requestcases import Case
+    from gpulab.requestcases import Case
 
 SCRIPT = "bin/check-request.sh"
 TIMEOUT_S = 5.0
@@ -54,17 +55,19 @@ def _private_dir() -> Path:
     return Path(tempfile.mkdtemp(prefix="gpushare-cases-"))
 
 
-def new_seed() -> int:
-    """A fresh seed for the generated cases (recorded in the results for a regrade)."""
-    return int.from_bytes(os.urandom(4), "big") & 0x7FFFFFFF
-
-
 def _no_answer(stdout: str) -> bool:
     """Whether the script printed no answer line at all (no ``OK``, no ``OVER=...``)."""
-    from gpushare.grading import requestcases
+    from gpulab import requestcases
 
     over, saw_ok = requestcases.parse_output(stdout)
     return not over and not saw_ok
+
+
+def start(context: Context) -> RequestRuns:
+    """Step 6's background work (its ``BACKGROUND``): every run, started now."""
+    return RequestRuns.start(
+        context.workdir, context.fixtures, context.seed, context.shown_workdir, context.sandbox
+    )
 
 
 class CaseRun:
@@ -178,7 +181,9 @@ class RequestRuns:
         return runs
 
     def _start(self, samples_dir: Path) -> None:
-        from gpushare.grading import requestcases  # YAML only when the oracle judges, below
+        if not samples_dir.is_dir():  # the grader's own fault: no grade (exit 2)
+            raise GradeError(f"the sample manifests of step 6 are not at {samples_dir}")
+        from gpulab import requestcases  # YAML only when the oracle judges, below
 
         drafts = requestcases.drafts(self.seed)  # the fewest that cover every feature
         if self.command is not None:
@@ -221,7 +226,7 @@ class RequestRuns:
 
     def run(self, name: str) -> CaseRun:
         """The judged run of case ``name`` (waits for it to finish)."""
-        from gpushare.grading import requestcases
+        from gpulab import requestcases
 
         case = next(c for c in [*self.samples, *self.generated] if c.name == name)
         job = self._jobs.get(name)
