@@ -46,7 +46,7 @@ def _copy(tmp_path: Path) -> Path:
         shutil.copy(ROOT / name, copy / name)
     (copy / "graders" / "test_step9_toy.py").write_text(TOY)
     for lang, (title, hint) in CATALOG.items():
-        toml = copy / "src" / "gpushare" / "reports" / "messages" / f"{lang}.toml"
+        toml = copy / "graders" / "messages" / f"{lang}.toml"
         toml.write_text(toml.read_text() + f'\n[checks."9.1"]\n{title}\n{hint}\n')
     return copy
 

@@ -1,17 +1,19 @@
 """Feedback in the learner's language, from message catalogs that are data.
 
-``messages/<lang>.toml`` holds, per language: the labels of a feedback block, the translatable
-values (``[values]``: problems such as "the file does not exist"), and per check its title and
-hint (``[checks."<step>.<n>"]``), and the instructor's words of the class report (``[class]``,
-read by :mod:`gpushare.classroom.texts`): one file per language. Chinese is the lab's language
-and the default; Korean and English are complete too (a test proves every key and placeholder
-exists in all three).
-``messages/glossary.toml`` fixes the word for each lab term in each language (the lab's own
-Chinese word first, then kubernetes.io/zh-cn and /ko); tests/test_feedback.py holds all three
-catalogs to it, and renders every check's failures to make sure no internals reach a learner.
+Two catalogs make each language's, merged table by table, the lab's over the engine's:
 
-The TOML files are read as they are, once per process (``tomllib``): an edited catalog is
-what the next grade shows, with no build step in between.
+- the engine's, ``messages/<lang>.toml`` here: the labels of a feedback block, the values the
+  engine itself says (``[values]``: "the file does not exist", a snapshot refused, a grade
+  that could not be taken), and the instructor's words of the class report (``[class]``, read
+  by :mod:`gpushare.classroom.texts`). The languages are these files;
+- the lab's, ``messages/<lang>.toml`` in its graders folder: its step names (``[labels]
+  step<N>``), each check's title and hint (``[checks."<step>.<n>"]``) and the values its
+  graders say. Its ``glossary.toml`` fixes the word for each of its terms in each language;
+  tests/test_feedback.py holds the catalogs to it.
+
+Chinese is the default; Korean and English are complete too (a test proves every key and
+placeholder exists in all three). The TOML files are read as they are, once per process
+(``tomllib``): an edited catalog is what the next grade shows, with no build step in between.
 """
 
 from __future__ import annotations
@@ -45,12 +47,11 @@ class T:
 
 CATALOGS = Path(__file__).with_name("messages")
 DEFAULT_LANG = "zh"
-# The languages are the catalog files present: a new language is one file (and its words in
-# glossary.toml, which holds the terms of every language and is no catalog itself). The
-# default first, then by name.
+# The languages are the engine's catalog files present: a new language is one file here (and
+# the lab's texts in it, with its words in the lab's glossary). The default first, then by name.
 LANGS = tuple(
     sorted(
-        (p.stem for p in CATALOGS.glob("*.toml") if p.stem != "glossary"),
+        (p.stem for p in CATALOGS.glob("*.toml")),
         key=lambda lang: (lang != DEFAULT_LANG, lang),
     )
 )
@@ -72,11 +73,24 @@ def resolve_lang(option: str | None) -> str:
     return DEFAULT_LANG
 
 
-@cache
 def catalog(lang: str) -> dict[str, Any]:
-    import tomllib  # here: --lang is resolved before the learner's runs start, catalogs after
+    """The catalog of ``lang``: the engine's, with the lab's (of the graders in use) over it."""
+    from gpushare.locations import graders_dir
 
-    return tomllib.loads((CATALOGS / f"{lang}.toml").read_text(encoding="utf-8"))
+    return _merged(lang, graders_dir() / "messages")
+
+
+@cache
+def _merged(lang: str, lab: Path) -> dict[str, Any]:
+    import tomllib
+
+    merged: dict[str, Any] = {}
+    for path in (CATALOGS / f"{lang}.toml", lab / f"{lang}.toml"):
+        if path.is_file():
+            for table, entries in tomllib.loads(path.read_text(encoding="utf-8")).items():
+                merged.setdefault(table, {}).update(entries)
+    merged.setdefault("checks", {})
+    return merged
 
 
 class _Safe(dict):  # type: ignore[type-arg]
