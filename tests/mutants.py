@@ -502,7 +502,7 @@ AFFINITY = """  affinity:
 
 
 def _alternative_solutions(dst: Path) -> Path:
-    from gpushare.lab.solve import solutions_dir
+    from gpushare.locations import solutions_dir
 
     """A copy of solutions/ written the other correct ways a learner may choose."""
     shutil.copytree(solutions_dir(), dst)

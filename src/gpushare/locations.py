@@ -1,5 +1,11 @@
-"""Where a grade finds its inputs: the learner's work directory, the graders, the fixtures;
-and where the lab clusters live on disk (the cache, kwokctl's clusters).
+"""Where a grade finds its inputs: the learner's work directory, and the lab: its graders, its
+fixtures and its solutions; and where the lab clusters live on disk (the cache, kwokctl's
+clusters).
+
+A lab is a folder holding ``graders/`` (the step files, their support modules, ``lab.toml``
+and ``messages/``), ``fixtures/`` and ``solutions/``: this checkout's own by default,
+``GPUSHARE_LAB`` for another, and ``GPUSHARE_GRADERS``, ``GPUSHARE_FIXTURES`` and
+``GPUSHARE_SOLUTIONS`` to move one part of it.
 
 Each has a default and an environment variable to move it, and nothing here imports more than
 ``os`` and ``pathlib``, so ``gpushare grade`` can know all three before it imports anything
@@ -44,14 +50,25 @@ def default_workdir() -> Path:
     return Path(os.environ.get("GPUSHARE_WORKDIR") or DEFAULT_WORKDIR)
 
 
+def lab_folder() -> Path:
+    """The lab graded: ``GPUSHARE_LAB``, else this checkout (whose lab is the GPU-sharing lab)."""
+    env = os.environ.get("GPUSHARE_LAB")
+    return Path(env).expanduser() if env else _CHECKOUT
+
+
 def graders_dir() -> Path:
     env = os.environ.get("GPUSHARE_GRADERS")
-    return Path(env) if env else _CHECKOUT / "graders"
+    return Path(env) if env else lab_folder() / "graders"
 
 
 def default_fixtures() -> Path:
     env = os.environ.get("GPUSHARE_FIXTURES")
-    return Path(env) if env else _CHECKOUT / "fixtures"
+    return Path(env) if env else lab_folder() / "fixtures"
+
+
+def solutions_dir() -> Path:
+    env = os.environ.get("GPUSHARE_SOLUTIONS")
+    return Path(env) if env else lab_folder() / "solutions"
 
 
 def lock_file() -> Path:

@@ -1,7 +1,8 @@
 """``gpushare solve``: apply the reference solution to a lab and a work directory.
 
-The solution itself is ``solutions/solve.sh`` in the checkout, a script that plays the learner
-with kubectl; this module only gives it the lab's kubeconfig and our kubectl.
+The solution itself is the lab's ``solutions/solve.sh`` (see :mod:`gpushare.locations`), a
+script that plays the learner with kubectl; this module only gives it the lab's kubeconfig and
+our kubectl.
 """
 
 from __future__ import annotations
@@ -11,11 +12,7 @@ import subprocess
 from pathlib import Path
 
 from gpushare.lab import binaries, cluster
-
-
-def solutions_dir() -> Path:
-    env = os.environ.get("GPUSHARE_SOLUTIONS")
-    return Path(env) if env else Path(__file__).resolve().parents[3] / "solutions"
+from gpushare.locations import solutions_dir
 
 
 def solve(
