@@ -2,8 +2,8 @@
 
 The worker writes the learner's ``results.json`` and ``junit.xml`` itself and hands back the
 JSON and what the grade cost: the worker's own CPU time (ours: unpacking, the cluster views,
-the checks, the outputs) and its children's (the learner's ``check-request.sh`` runs under
-their sandbox). A grade that struck its time limit may leave a checks thread behind, so that
+the checks, the outputs) and its children's (the learner's scripts, run by a step's background
+work in their sandbox). A grade that struck its time limit may leave a checks thread behind, so that
 worker retires and a fresh one is forked for the next submission.
 """
 

@@ -4,8 +4,8 @@ A step module may declare ``BACKGROUND = {"name": start}``: a check that takes a
 ``name`` gets what ``start(context)`` returned, under ``gpushare grade`` and ``pytest`` alike.
 The engine starts each declared piece once per grade, before the cluster read, with the
 learner's work dir, the fixtures, the seed and the sandbox it chose for learners' code; what
-``start`` returns must have ``close()``, called when the grade ends whatever happened. (The GPU
-lab's step 6 runs the learner's script on sample and unseen cases this way.)
+``start`` returns must have ``close()``, called when the grade ends whatever happened. (A lab
+runs a learner's script on sample and unseen cases this way, in the sandbox it is given.)
 """
 
 from __future__ import annotations

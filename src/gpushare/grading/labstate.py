@@ -1,11 +1,11 @@
 """One read of the learner's cluster, fetched concurrently, shared by every check.
 
-Checks never call the API themselves: the objects they need, and the server-side dry-runs the
-graders declare (step 5's), are fetched once, in the background, at the start of the session.
-That is what keeps a full grade under a second, and it means every check judges the same
-moment of the cluster. Grading is read-only: only GETs here, and dry-runs (``?dryRun=All``:
-nothing is created). What cannot be read is :class:`ClusterUnreadable`: the grade is void,
-not failed.
+Checks never call the API themselves: what the steps declare they read (``READS``,
+``HINT_READS``) and the server-side dry-runs they declare (``dry_runs``) are fetched once, in
+the background, at the start of the session. That is what keeps a full grade under a second,
+and it means every check judges the same moment of the cluster. Grading is read-only: only
+GETs here, and dry-runs (``?dryRun=All``: nothing is created). What cannot be read is
+:class:`ClusterUnreadable`: the grade is void, not failed.
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ and gets its :class:`~gpushare.grading.session.GradeSession` the same way
 (:func:`gpushare.grading.grade.open_session`: the snapshot, the paths and the sandbox are
 settled there, once for both). When it wakes it:
 
-- starts the background work the collected steps declare (``BACKGROUND``: the GPU lab's script
-  runs), and offers each piece to the checks as a fixture of the same name;
+- starts the background work the collected steps declare (``BACKGROUND``: a learner's script
+  runs, say), and offers each piece to the checks as a fixture of the same name;
 - connects, in the session fixture ``lab``, when the first check that judges the cluster
   runs (``--kubeconfig``, else ``$KUBECONFIG``, else the lab cluster, graded as it is: never
   started or repaired); collection (``--collect-only``, ``-k``) starts nothing. A cluster that

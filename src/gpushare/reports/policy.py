@@ -6,10 +6,10 @@ A TOML file, per check or per step, with a default for the rest::
     visibility = "visible"
     show_expected = true
 
-    [steps.6]                 # every check of step 6 ...
+    [steps.2]                 # every check of step 2 ...
     visibility = "after_due_date"
 
-    [checks."6.5"]            # ... but this one never
+    [checks."2.3"]            # ... but this one never
     visibility = "hidden"
 
 ``visibility`` takes Gradescope's four values: ``visible``, ``hidden`` (never shown to
@@ -18,9 +18,9 @@ check's feedback shows what was expected and what was found. A check takes its o
 its step's, else the default.
 
 Why withholding replaces the whole feedback and not just two lines of it: a check's feedback
-is rendered prose, and its other lines carry the same facts (step 6's problem line names the
-unseen case that failed first; its "where" names and describes that case; "found" is the
-learner's output on it, which may echo the case's container names). So a withheld feedback
+is rendered prose, and its other lines carry the same facts (a check on unseen cases names the
+case that failed first in its problem line, describes it under "where", and shows under "found"
+the learner's output on it, which may echo the case's own names). So a withheld feedback
 keeps none of them: a check that is not visible says only that its details are not shown; a
 visible check with ``show_expected = false`` says that, plus its hint, which by the house rules
 guides without giving the answer. A check that is not visible can never show expected values

@@ -8,7 +8,7 @@
   leave the work dir, FIFOs, files over the cap), the sha256 of every other member and of the
   whole;
 - ``cluster.json``: every answer of the apiserver the graders read, taken at capture time
-  (the GETs and step 5's server-side dry-run), as :meth:`LabState.export` gives them;
+  (the GETs and server-side dry-runs the graders declare), as :meth:`LabState.export` gives them;
 - ``work/...``: the work dir as it is: bytes and modes of regular files, folders, and links
   that stay inside it (recorded, never followed).
 
