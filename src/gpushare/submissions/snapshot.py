@@ -14,9 +14,13 @@
 
 The whole hash is the sha256 of the sorted ``name sha256`` lines of the members: the
 content's identity, independent of tar and gzip metadata. Reading is defensive: size and count
-caps before anything is unpacked, only regular files, folders and links that stay inside,
-tarfile's ``data`` filter on top, every hash checked, and nothing written outside the scratch
-folder the caller gives. A bad snapshot is :class:`SnapshotError`: one line, exit 2.
+caps before anything is unpacked, tar headers checked before tarfile reads what they announce,
+JSON bounded before it is parsed (:mod:`gpushare.submissions.bounded`), the manifest's and the
+cluster answers' shapes checked in one place (:func:`manifest_problem`,
+:func:`cluster_problem`), only regular files, folders and links that stay inside, tarfile's
+``data`` filter on top, every hash checked, and nothing written outside the scratch folder the
+caller gives. A bad snapshot is :class:`SnapshotError`: one line, exit 2; never another
+exception, whatever the bytes.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from typing import Any
 
 from gpushare import __version__
 from gpushare.lab import versions
+from gpushare.submissions import bounded
 from gpushare.submissions.workdir import MAX_BYTES, link_outside
 
 FORMAT = 1
@@ -45,7 +50,10 @@ SUFFIX = ".gpushare.tgz"
 MAX_ARCHIVE = 32 * 1024 * 1024  # compressed, on disk
 MAX_UNPACKED = 64 * 1024 * 1024  # all members' sizes added up
 MAX_MEMBERS = 5000
-MAX_CLUSTER_JSON = 32 * 1024 * 1024
+# The lab's cluster answers are some 50 KB; 8 MiB of JSON is at most a few hundred MB parsed
+# (eight-byte numbers in one array), which the memory cap of a grade still holds.
+MAX_CLUSTER_JSON = 8 * 1024 * 1024
+MAX_TEXT = 4096  # a manifest's strings: learner, workdir, the cluster's identity...
 _FIXED = ("manifest.json", "cluster.json")
 
 
@@ -62,7 +70,9 @@ class SnapshotError(Exception):
     KINDS = ("unreadable", "altered", "format", "refused")
 
     def __init__(self, message: str, kind: str = "unreadable") -> None:
-        super().__init__(message)
+        from gpushare.reports import clean
+
+        super().__init__(clean.line(message))  # names in it are the snapshot's: no escapes
         self.kind = kind if kind in self.KINDS else "unreadable"
 
 
@@ -223,7 +233,14 @@ def build(
 
 
 def _cluster_bytes(cluster: dict[str, Any]) -> bytes:
-    return json.dumps(cluster, sort_keys=True, ensure_ascii=False).encode()
+    raw = json.dumps(cluster, sort_keys=True, ensure_ascii=False).encode()
+    if len(raw) > MAX_CLUSTER_JSON:  # said at capture, not when the instructor grades it
+        raise SnapshotError(
+            f"the cluster's answers are {len(raw)} bytes of JSON, over the {MAX_CLUSTER_JSON} "
+            "a snapshot may hold (delete the objects the lab does not need)",
+            "refused",
+        )
+    return raw
 
 
 def _whole(members: dict[str, str]) -> str:
@@ -287,7 +304,19 @@ def load(path: Path, scratch: Path) -> Snapshot:
         return _load(path, scratch)
     except SnapshotError:
         raise
-    except (tarfile.TarError, EOFError, zlib.error, OSError, UnicodeDecodeError) as exc:
+    except bounded.TooLarge as exc:
+        raise SnapshotError(f"{path}: {exc}", "refused") from None
+    except MemoryError:
+        raise SnapshotError(f"{path} needs more memory than a grade may use", "refused") from None
+    except (
+        tarfile.TarError,
+        EOFError,
+        zlib.error,
+        OSError,
+        UnicodeError,
+        ValueError,
+        RecursionError,
+    ) as exc:
         raise SnapshotError(
             f"{path} is not a readable snapshot (corrupt or truncated: {exc})"
         ) from None
@@ -300,7 +329,7 @@ def _load(path: Path, scratch: Path) -> Snapshot:
     unpacked = 0
     work = scratch / "work"
     work.mkdir(parents=True)
-    with tarfile.open(path, "r:gz") as tar:
+    with bounded.open_tar(path) as tar:
         for count, ti in enumerate(_members(tar)):
             if count >= MAX_MEMBERS:
                 raise SnapshotError(f"{path} has over {MAX_MEMBERS} members", "refused")
@@ -331,10 +360,35 @@ def _load(path: Path, scratch: Path) -> Snapshot:
             "altered",
         )
     try:
-        cluster = json.loads(cluster_raw)
+        cluster = bounded.json_loads(cluster_raw, "cluster.json")
+    except bounded.TooLarge:
+        raise
     except ValueError as exc:
-        raise SnapshotError(f"{path}: cluster.json is not JSON ({exc})") from None
+        raise SnapshotError(f"{path}: cluster.json is not usable JSON ({exc})") from None
+    problem = cluster_problem(cluster)
+    if problem:
+        raise SnapshotError(f"{path}: cluster.json {problem}")
     return Snapshot(path, manifest, cluster, work)
+
+
+def peek_digest(path: Path) -> str:
+    """The content hash the manifest states (its first member, read alone, bounded), or ""
+    when it cannot be read. Not verified here: :func:`load` does that before any grade, so a
+    grade that goes ahead had exactly this hash."""
+    try:
+        if path.stat().st_size > MAX_ARCHIVE:
+            return ""
+        with bounded.open_tar(path) as tar:
+            first = tar.next()
+            if first is None or first.name != "manifest.json" or not first.isreg():
+                return ""
+            if first.size > MAX_BYTES:
+                return ""
+            manifest = bounded.json_loads(_read(tar, first), "the manifest")
+    except Exception:  # whatever it is, load() refuses it with the reason
+        return ""
+    digest = manifest.get("sha256") if isinstance(manifest, dict) else None
+    return digest if isinstance(digest, str) and _HEX64.fullmatch(digest) else ""
 
 
 def _members(tar: tarfile.TarFile):  # type: ignore[no-untyped-def]
@@ -358,21 +412,136 @@ def _read(tar: tarfile.TarFile, ti: tarfile.TarInfo) -> bytes:
 
 def _manifest(path: Path, raw: bytes) -> dict[str, Any]:
     try:
-        manifest = json.loads(raw)
-    except ValueError:
-        raise SnapshotError(f"{path}: the manifest is not JSON", "format") from None
+        manifest = bounded.json_loads(raw, "the manifest")
+    except bounded.TooLarge:
+        raise
+    except bounded.Malformed as exc:
+        raise SnapshotError(f"{path}: {exc}") from None
+    except ValueError as exc:
+        raise SnapshotError(f"{path}: the manifest is not usable JSON ({exc})", "format") from None
     if not isinstance(manifest, dict):
         raise SnapshotError(f"{path}: the manifest is not an object", "format")
-    if manifest.get("format") != FORMAT:
+    version = manifest.get("format")
+    if type(version) is not int or version != FORMAT:  # not True, which == 1
+        shown = repr(version)[:40]
         raise SnapshotError(
-            f"{path} has snapshot format {manifest.get('format')!r}; this gpushare reads "
+            f"{path} has snapshot format {shown}; this gpushare reads "
             f"format {FORMAT} (gpushare {__version__})",
             "format",
         )
     for key in ("learner", "captured_at", "members", "sha256", "cluster"):
         if key not in manifest:
             raise SnapshotError(f"{path}: the manifest has no {key}", "format")
+    problem = manifest_problem(manifest)
+    if problem:
+        raise SnapshotError(f"{path}: the manifest's {problem}")
     return manifest
+
+
+# --------------------------------------------------------------------------- shapes
+# What every reader of a snapshot may take for granted, checked once, here: the graders, the
+# session, the reports and the class code then never meet a list where a mapping belongs.
+
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+def _text(value: Any, limit: int = MAX_TEXT) -> bool:
+    return isinstance(value, str) and len(value) <= limit
+
+
+def _text_map(value: Any, most: int) -> bool:
+    """A mapping of at most ``most`` short strings to strings (or null)."""
+    return (
+        isinstance(value, dict)
+        and len(value) <= most
+        and all(_text(k, 64) and (v is None or _text(v)) for k, v in value.items())
+    )
+
+
+def manifest_problem(manifest: dict[str, Any]) -> str | None:
+    """What is wrong with a manifest's shape ("<field> is ..."), or None."""
+    if not _text(manifest["learner"]):
+        return "learner is not a name (a string)"
+    if not _text(manifest["captured_at"], 64):
+        return "captured_at is not a time (a string)"
+    if not (isinstance(manifest["sha256"], str) and _HEX64.fullmatch(manifest["sha256"])):
+        return "sha256 is not a sha256 (64 hex digits)"
+    members = manifest["members"]
+    if not (isinstance(members, dict) and len(members) <= MAX_MEMBERS + 1):
+        return "members is not a mapping of names to hashes"
+    if not all(_text(k) and isinstance(v, str) and _HEX64.fullmatch(v) for k, v in members.items()):
+        return "members is not a mapping of names to hashes"
+    if not _text_map(manifest["cluster"], 64):
+        return "cluster is not a mapping of names to strings"
+    for key in ("workdir", "gpushare_version"):
+        if key in manifest and not _text(manifest[key]):
+            return f"{key} is not a string"
+    for key in ("runtime", "lab_versions"):
+        if key in manifest and not _text_map(manifest[key], 16):
+            return f"{key} is not a mapping of names to strings"
+    recorded = manifest.get("recorded") or {}
+    if not (isinstance(recorded, dict) and len(recorded) <= MAX_MEMBERS):
+        return "recorded is not a mapping of paths to records"
+    for rel, entry in recorded.items():
+        if not (_text(rel) and isinstance(entry, dict) and _text(entry.get("kind"), 64)):
+            return "recorded is not a mapping of paths to records"
+        if "target" in entry and not _text(entry["target"]):
+            return "recorded is not a mapping of paths to records"
+        size = entry.get("size")
+        if size is not None and (type(size) is not int or size < 0):
+            return "recorded is not a mapping of paths to records"
+    return None
+
+
+def cluster_problem(cluster: Any) -> str | None:
+    """What is wrong with cluster.json's shape (see ``LabState.export``), or None.
+
+    Each answer: a GET's ``{"path", "value"}`` (an object, or null for absent) or a dry-run's
+    ``{"namespace", "body", "answer"}`` (null for admitted, else ``[status, reason,
+    message]``); a list answer's items are objects with a ``metadata.name``.
+    """
+    if not isinstance(cluster, dict):
+        return "is not an object"
+    if len(cluster) > 1000:
+        return "holds over 1000 answers"
+    for key, answer in cluster.items():
+        said = repr(key)[:60]
+        if not isinstance(answer, dict):
+            return f"answer {said} is not an object"
+        if "unreadable" in answer and not _text(answer["unreadable"]):
+            return f"answer {said}: unreadable is not a string"
+        if key.startswith("dry-run:"):
+            raw = answer.get("answer")
+            ok = raw is None or (
+                isinstance(raw, list)
+                and len(raw) == 3
+                and type(raw[0]) is int
+                and isinstance(raw[1], str)
+                and isinstance(raw[2], str)
+            )
+            if not ok:
+                return f"answer {said}: answer is not null or [status, reason, message]"
+            if not (_text(answer.get("namespace"), 253) and isinstance(answer.get("body"), dict)):
+                return f"answer {said}: no namespace and body"
+            continue
+        if "path" in answer and not _text(answer["path"]):
+            return f"answer {said}: path is not a string"
+        value = answer.get("value")
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            return f"answer {said}: value is not an object"
+        if not isinstance(value.get("metadata", {}), dict):
+            return f"answer {said}: metadata is not an object"
+        if "items" in value:
+            items = value["items"]
+            if items is not None and not isinstance(items, list):
+                return f"answer {said}: items is not a list"
+            for item in items or []:
+                meta = item.get("metadata") if isinstance(item, dict) else None
+                if not (isinstance(meta, dict) and isinstance(meta.get("name"), str)):
+                    return f"answer {said}: an item has no metadata.name"
+    return None
 
 
 def _unpack(path: Path, tar: tarfile.TarFile, ti: tarfile.TarInfo, scratch: Path) -> bytes:
