@@ -259,9 +259,9 @@ def _run_cli(args: argparse.Namespace, started: float) -> int:
             return _error(f"bad snapshot: {exc}")
         if isinstance(exc, OptionError | GradeError):
             return _error(str(exc))
-        if isinstance(exc, MemoryError):
-            from gpushare.grading import guard
+        from gpushare.grading import guard
 
+        if guard.out_of_memory(exc):
             return _error(f"could not grade: {guard.memory_message()}")
         raise
     outcome.write(args.json, args.junitxml)

@@ -101,6 +101,14 @@ def bounded(timeout: float, what: str) -> Iterator[int]:
         yield limit
 
 
+def out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` is the memory cap striking: a failed allocation, or a thread whose
+    stack could not be mapped (thread stacks count in RLIMIT_DATA)."""
+    return isinstance(exc, MemoryError) or (
+        isinstance(exc, RuntimeError) and "can't start new thread" in str(exc)
+    )
+
+
 def memory_message(limit: int | None = None) -> str:
     """One line for a grade that hit the memory cap."""
     limit = memory_cap() if limit is None else limit

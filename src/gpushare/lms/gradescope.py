@@ -306,7 +306,9 @@ def run(root: Path) -> int:
         )
         with guard.capped_memory():
             outcome = grade(options, started)
-    except MemoryError:
+    except (MemoryError, RuntimeError) as exc:
+        if not guard.out_of_memory(exc):
+            raise
         return _not_graded(guard.memory_message())
     except SnapshotError as exc:
         name = _names([upload], root / "submission")

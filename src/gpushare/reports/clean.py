@@ -56,7 +56,7 @@ def csv_cell(value: Any) -> Any:
     if value is None or isinstance(value, bool | int | float):
         return value
     cell = line(value)
-    if cell.lstrip(" ").startswith(_FORMULA):
+    if str(value).lstrip(" ").startswith(_FORMULA):  # tab and CR too, escaped or not
         cell = "'" + cell
     return cell
 

@@ -22,7 +22,7 @@ module, because the standard parsers trust their input in ways a grader cannot:
   :data:`MAX_TAR_EXTENSIONS` such headers, before tarfile reads the body.
 
 Limits are far above what the lab's files ever hold (the reference solution's largest YAML
-file has 90 nodes, its cluster.json 2 000 objects and arrays nested 14 deep), and far below what
+file has 90 values, its cluster.json 1 400 objects and arrays nested 15 deep), and far below what
 costs the grader memory. A bound that is hit is :class:`TooLarge` (or a YAML error with a line
 and column, for the learner's feedback), never a crash.
 """
@@ -45,7 +45,7 @@ MAX_DEPTH = 100
 MAX_YAML_NODES = 100_000
 MAX_YAML_DOCUMENTS = 1000
 # Objects and arrays of one JSON text, counted as "{" and "[" bytes (strings included, so an
-# upper bound): 200 000 is a few tens of MB once parsed; the lab's cluster.json has ~2 000.
+# upper bound): 200 000 is a few tens of MB once parsed; the lab's cluster.json has ~1 400.
 MAX_JSON_CONTAINERS = 200_000
 # A GNU long name / long link or pax header's body, and how many may precede one member.
 MAX_TAR_HEADER = 64 * 1024
