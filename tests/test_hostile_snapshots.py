@@ -416,6 +416,9 @@ ESC = {
     "bidi": "\u202eevil",
 }
 NASTY = "".join(ESC.values())
+# a grade's own properties (Report.properties), before what was graded (GRADED_PROPERTIES)
+KNOWN = {"score", "max_score", "complete", "seed", "lang", "tool_version", "verdict"}
+KNOWN |= {"kwok_version", "kubernetes_version", "etcd_version", "could_not_grade"}
 
 
 def _escapes_everywhere(out: Path) -> Path:
@@ -464,11 +467,27 @@ def test_no_escape_reaches_the_terminal_the_xml_or_the_csv(tmp_path):
     assert not FORBIDDEN.search(text)
     suite = ET.parse(run["junit"]).getroot().find("testsuite")
     props = {p.get("name"): p.get("value") for p in suite.iter("property")}
-    known = {"score", "max_score", "complete", "seed", "lang", "tool_version", "verdict"}
-    known |= {"kwok_version", "kubernetes_version", "etcd_version", "could_not_grade"}
-    assert set(props) <= known | set(GRADED_PROPERTIES), set(props) - known
+    assert set(props) <= KNOWN | set(GRADED_PROPERTIES), set(props) - KNOWN
     assert props["score"] == str(results["score"]) != "100"
     assert next(iter(suite.iter("property"))).get("name") == "score"
+
+
+def test_pytest_graders_on_the_snapshot_stays_clean_too(tmp_path):
+    path = _escapes_everywhere(tmp_path / "escapes.gpushare.tgz")
+    xml = tmp_path / "pytest.xml"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "graders", "-p", "no:cacheprovider", "-q",
+         "--color=no", "--snapshot", str(path), "--junitxml", str(xml), "--lang", "en"],
+        capture_output=True, text=True, cwd=ROOT, timeout=180,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    terminal = proc.stdout + proc.stderr
+    assert not FORBIDDEN.search(terminal), [m.group() for m in FORBIDDEN.finditer(terminal)]
+    suite = ET.parse(xml).getroot().find("testsuite")
+    names = [p.get("name") for p in suite.iter("property")]
+    assert names.count("score") == 1 and "learner" in names
+    assert set(names) <= KNOWN | set(GRADED_PROPERTIES), set(names) - KNOWN
+    assert not FORBIDDEN.search(xml.read_text(encoding="utf-8"))
 
 
 def test_clean_shows_controls_and_neutralises_formulas():
