@@ -328,6 +328,32 @@ def test_a_grade_over_the_memory_cap_is_one_line_exit_2(tmp_path):
     assert "memory" in run["err"] or "could not grade" in run["err"], run["err"]
 
 
+def test_the_hard_deadline_ends_a_stuck_grade_in_one_line():
+    code = (
+        "from gpushare.grading.guard import hard_deadline\n"
+        "with hard_deadline(0.3, 'the grade of x\\x1b[2J.tgz'):\n"
+        "    while True: pass\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("gpushare: could not grade: the grade of x")
+    assert len(proc.stderr.splitlines()) == 1 and "\x1b" not in proc.stderr
+
+
+def test_the_memory_cap_is_put_back_after_an_in_process_grade():
+    import resource
+
+    from gpushare.grading import guard
+
+    before = resource.getrlimit(resource.RLIMIT_DATA)
+    with guard.capped_memory(512 * MIB) as cap:
+        assert cap <= 512 * MIB
+        assert resource.getrlimit(resource.RLIMIT_DATA)[0] == cap
+        with pytest.raises(MemoryError):
+            bytearray(600 * MIB)
+    assert resource.getrlimit(resource.RLIMIT_DATA) == before
+
+
 def test_grade_snapshot_has_a_default_deadline():
     from gpushare.cli import build_parser
     from gpushare.grading import guard
@@ -376,6 +402,21 @@ SHAPES: dict[str, dict[str, Any]] = {
         "edit_cluster": lambda c: c["nodes"]["value"].update(items=[1, "two", None])
     },
     "value-list": {"edit_cluster": lambda c: c["configmap"].update(value=[1, 2])},
+    # deeper: fields whose type the apiserver fixes, as the graders read them
+    "quota-status-true": {
+        "edit_cluster": lambda c: c["quotas:team-a"]["value"]["items"][0].update(status=True)
+    },
+    "configmap-data-number": {
+        "edit_cluster": lambda c: c["configmap"]["value"]["data"].update(shared=5)
+    },
+    "labels-list": {
+        "edit_cluster": lambda c: c["nodes"]["value"]["items"][0]["metadata"].update(labels=["a"])
+    },
+    "containers-string": {
+        "edit_cluster": lambda c: c["pods:team-a"]["value"]["items"][0]["spec"].update(
+            containers="work"
+        )
+    },
 }
 
 

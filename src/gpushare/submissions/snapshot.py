@@ -531,16 +531,75 @@ def cluster_problem(cluster: Any) -> str | None:
             continue
         if not isinstance(value, dict):
             return f"answer {said}: value is not an object"
-        if not isinstance(value.get("metadata", {}), dict):
-            return f"answer {said}: metadata is not an object"
+        objects = [value]
         if "items" in value:
             items = value["items"]
             if items is not None and not isinstance(items, list):
                 return f"answer {said}: items is not a list"
-            for item in items or []:
+            objects = items or []
+            for item in objects:
                 meta = item.get("metadata") if isinstance(item, dict) else None
                 if not (isinstance(meta, dict) and isinstance(meta.get("name"), str)):
                     return f"answer {said}: an item has no metadata.name"
+        for obj in objects:
+            for part in ("metadata", "spec", "status"):
+                if obj.get(part) is not None and not isinstance(obj[part], dict):
+                    return f"answer {said}: {part} is not an object"
+            wrong = _field_problem(obj)
+            if wrong:
+                return f"answer {said}: {wrong}"
+    return None
+
+
+# Fields of the objects graded (Namespace, Node, ConfigMap, Pod, ResourceQuota) whose type the
+# apiserver fixes wherever they appear; the graders read them with that type in mind.
+_MAPPINGS = frozenset(
+    {"metadata", "spec", "resources", "limits", "requests", "nodeSelector", "affinity",
+     "nodeAffinity", "capacity", "allocatable", "hard", "used", "labels", "annotations"}
+)  # fmt: skip
+_LISTS_OF_MAPPINGS = frozenset(
+    {"containers", "initContainers", "conditions", "nodeSelectorTerms", "matchExpressions",
+     "tolerations", "taints", "managedFields", "ownerReferences"}
+)  # fmt: skip
+_STRING_MAPS = frozenset({"labels", "annotations", "nodeSelector"})
+_STRINGS = frozenset({"name", "namespace", "uid", "key", "operator", "nodeName", "image"})
+
+
+def _field_problem(obj: dict[str, Any]) -> str | None:
+    """The first field of ``obj`` (at any depth) whose type is not the apiserver's, or None.
+    A ConfigMap's ``data`` is strings, and a node-selector ``values`` a list of strings."""
+    if obj.get("kind") == "ConfigMap" or "data" in obj:
+        data = obj.get("data")
+        if data is not None and not (
+            isinstance(data, dict) and all(isinstance(v, str) for v in data.values())
+        ):
+            return "data is not a mapping of strings"
+    stack: list[Any] = [obj]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            stack.extend(node)
+            continue
+        if not isinstance(node, dict):
+            continue
+        for key, value in node.items():
+            if value is None or key == "fieldsV1":  # managedFields: the apiserver's own notes
+                continue
+            if key in _MAPPINGS and not isinstance(value, dict):
+                return f"{key} is not an object"
+            if key in _LISTS_OF_MAPPINGS and not (
+                isinstance(value, list) and all(isinstance(v, dict) for v in value)
+            ):
+                return f"{key} is not a list of objects"
+            if key in _STRING_MAPS and not all(isinstance(v, str) for v in value.values()):
+                return f"{key} is not a mapping of strings"
+            if key in _STRINGS and not isinstance(value, str):
+                return f"{key} is not a string"
+            if key == "values" and not (
+                isinstance(value, list) and all(isinstance(v, str) for v in value)
+            ):
+                return "values is not a list of strings"
+            stack.append(value)
     return None
 
 
