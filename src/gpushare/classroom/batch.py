@@ -364,7 +364,9 @@ def summary(run: ClassRun) -> str:
             lines.append(text("unchanged", lang, previous=run.diff.previous, n=run.diff.compared))
     lines.append(f"grades.csv:  {run.out / gradebook.CSV_NAME}")
     lines.append(f"report.html: {run.out / report.REPORT_NAME}")
-    return "\n".join(lines) + "\n"
+    from gpushare.reports import clean  # folder names and reasons are the learners'
+
+    return clean.text("\n".join(lines)) + "\n"
 
 
 def run_cli(args: argparse.Namespace) -> int:

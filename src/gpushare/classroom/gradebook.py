@@ -13,7 +13,6 @@ has status ``error`` and empty score cells, so a gradebook import records no zer
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import os
@@ -22,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpushare.reports import clean
 from gpushare.reports.results import number_key
 
 CSV_NAME = "grades.csv"
@@ -319,7 +319,7 @@ def csv_text(rows: list[Row], checks: list[CheckInfo]) -> str:
     """
     steps, numbers = columns(rows, checks)
     buf = io.StringIO()
-    out = csv.writer(buf, lineterminator="\n")
+    out = clean.csv_writer(buf, lineterminator="\n")  # learners' text: no control, no formula
     out.writerow(
         [
             "learner",

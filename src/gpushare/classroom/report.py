@@ -128,7 +128,9 @@ class _Words:
 
 
 def _e(value: object) -> str:
-    return html.escape(str(value), quote=True)
+    from gpushare.reports.clean import text  # bidi overrides and controls shown, not obeyed
+
+    return html.escape(text(value), quote=True)
 
 
 def _link(row: Row, name: str) -> str:

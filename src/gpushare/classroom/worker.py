@@ -4,7 +4,9 @@ The worker writes the learner's ``results.json`` and ``junit.xml`` itself and ha
 JSON and what the grade cost: the worker's own CPU time (ours: unpacking, the cluster views,
 the checks, the outputs) and its children's (the learner's ``check-request.sh`` runs under
 their sandbox). A grade that struck its time limit may leave a checks thread behind, so that
-worker retires and a fresh one is forked for the next submission.
+worker retires and a fresh one is forked for the next submission. Every worker grades under
+the memory cap of :mod:`gpushare.grading.guard`: a grade past it is that learner's error row,
+and the worker retires.
 """
 
 from __future__ import annotations
@@ -52,7 +54,10 @@ def scratch_in(root: Path) -> Any:
     parent removes at the end (a killed worker cannot clean up after itself)."""
 
     def init() -> None:
+        from gpushare.grading import guard
+
         tempfile.tempdir = str(root)
+        guard.cap_memory()  # for the worker's life: it only grades strangers' snapshots
 
     return init
 
@@ -84,7 +89,12 @@ def grade_one(task: Task) -> tuple[dict[str, Any], bool]:
     except (OptionError, GradeError) as exc:
         results = _error(task, str(exc), "cluster")
     except Exception as exc:  # a bug of ours: this submission's row says so, the class goes on
-        error = f"{type(exc).__name__}: {exc}"
+        from gpushare.grading import guard
+
+        if guard.out_of_memory(exc):
+            error = guard.memory_message()
+        else:
+            error = f"{type(exc).__name__}: {exc}"
         results = _error(task, error, "grader", detail=T("grade_crashed", error=error[:300]))
         retire = True
     c1 = os.times()

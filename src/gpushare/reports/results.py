@@ -15,6 +15,27 @@ from typing import Any
 from gpushare import __version__
 from gpushare.lab import versions
 
+# What a JUnit XML may say about what was graded, besides the grade's own properties: these
+# keys of Report.cluster, in this order, and no other. A snapshot's manifest chooses the rest
+# of that mapping (its ``cluster`` keys), and a key named ``score`` there once became a second
+# ``score`` property that an LMS could read instead of the real one.
+GRADED_PROPERTIES = (
+    "snapshot",
+    "snapshot_sha256",
+    "learner",
+    "captured_at",
+    "kubeconfig",
+    "kubeconfig_source",
+    "context",
+    "cluster",
+    "server",
+    "user",
+    "uid",
+    "runtime_learner",
+    "runtime_grader",
+    "runtime_note",
+)
+
 
 def number_key(number: str) -> tuple[int, ...]:
     return tuple(int(p) for p in number.split(".") if p.isdigit())
@@ -211,9 +232,10 @@ class Report:
             props["not_visible"] = " ".join(
                 f"{c.number}:{c.visibility}" for c in self.not_visible()
             )
-        for key, value in (self.cluster or {}).items():
-            if value is not None:
-                props[key] = str(value)
+        graded = self.cluster or {}
+        for key in GRADED_PROPERTIES:
+            if graded.get(key) is not None and key not in props:
+                props[key] = str(graded[key])
         return props
 
     def as_json(self) -> dict[str, Any]:
