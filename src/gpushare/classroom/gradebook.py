@@ -75,6 +75,7 @@ class Row:
     lang: str = ""  # of the feedback
     digest: str = ""  # the snapshot's content hash, when it was graded (the seed derives from it)
     why: str = ""  # the sort of reason of an error row (classroom.texts ``why_*``), or ""
+    isolation: str = ""  # the level the learner's script ran at (gpushare.sandbox.levels)
 
     def step_scores(self) -> dict[int, int | None]:
         """step -> points, None when a check of the step was not judged."""
@@ -145,6 +146,7 @@ def row_from_results(folder: str, results: dict[str, Any]) -> Row:
         lang=str(extra.get("lang") or ""),
         digest=str(graded.get("snapshot_sha256") or ""),
         why=_why(extra) if status == "error" else "",
+        isolation=str(extra.get("isolation") or ""),
     )
 
 

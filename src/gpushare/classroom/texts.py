@@ -48,6 +48,10 @@ _TEXTS: dict[str, dict[str, str]] = {
         "everyone": "Every submission",
         "status": "Status",
         "files": "Files",
+        "isolation": "Isolation",
+        "isolation_used": "Learners' scripts ran at isolation level: {levels}",
+        "isolation_none": "Warning: {n} submission(s) ran learners' scripts without isolation "
+        "(--unsafe-no-sandbox): as the grader's own user.",
         "passed": "passed",
         "failed": "failed",
         "error": "error",
@@ -106,6 +110,10 @@ _TEXTS: dict[str, dict[str, str]] = {
         "everyone": "全部提交",
         "status": "状态",
         "files": "文件",
+        "isolation": "隔离",
+        "isolation_used": "学员脚本的隔离级别：{levels}",
+        "isolation_none": "警告：{n} 份提交在无隔离（--unsafe-no-sandbox）下"
+        "以评分者本人的用户运行了学员脚本。",
         "passed": "通过",
         "failed": "未通过",
         "error": "错误",
@@ -163,6 +171,10 @@ _TEXTS: dict[str, dict[str, str]] = {
         "everyone": "전체 제출물",
         "status": "상태",
         "files": "파일",
+        "isolation": "격리",
+        "isolation_used": "학습자 스크립트의 격리 수준: {levels}",
+        "isolation_none": "경고: 제출물 {n}개가 격리 없이(--unsafe-no-sandbox) "
+        "채점자 본인의 사용자로 학습자 스크립트를 실행했습니다.",
         "passed": "통과",
         "failed": "실패",
         "error": "오류",

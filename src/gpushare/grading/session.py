@@ -26,12 +26,12 @@ class GradeError(Exception):
 
 
 def _isolation(snapshot: bool, unsafe_no_sandbox: bool) -> Any:
-    """The sandbox policy (:func:`gpushare.sandbox.isolation.choose`), as a GradeError."""
-    from gpushare.sandbox import isolation
+    """The isolation level (:func:`gpushare.sandbox.levels.choose`), as a GradeError."""
+    from gpushare.sandbox import levels
 
     try:
-        return isolation.choose(snapshot=snapshot, unsafe_no_sandbox=unsafe_no_sandbox)
-    except isolation.IsolationUnavailable as exc:
+        return levels.choose(strangers=snapshot, unsafe_no_sandbox=unsafe_no_sandbox)
+    except levels.IsolationUnavailable as exc:
         raise GradeError(f"gpushare: {exc}") from None
 
 
@@ -76,6 +76,7 @@ class GradeSession:
         self.sealed = False
         self.state: Any = None
         self.runs: Any = runs
+        self.isolation: str | None = None  # the level the learner's runs had, once known
         self.active = False
         # one per session: it caches parsed files
         self.work = Workdir(workdir, snapshot.recorded if snapshot else None)
@@ -91,6 +92,7 @@ class GradeSession:
 
     def drop_runs(self) -> None:
         if self.runs is not None:
+            self.isolation = self.runs.isolation
             self.runs.close()
             self.runs = None
 
@@ -175,14 +177,14 @@ class GradeSession:
     def _runtimes(self, learner: dict[str, str]) -> dict[str, str]:
         """The learner's python3 and PyYAML (as captured) against those the script gets here,
         so a grade says so where they differ (a script may behave differently on another)."""
-        from gpushare.sandbox import isolation
+        from gpushare.sandbox import runtime
 
         if self.unsafe_no_sandbox:
             from gpushare.submissions.snapshot import learner_runtime
 
             here = learner_runtime()
         else:
-            found = isolation.find_runtime()
+            found = runtime.find()
             here = {"python3": found.python_version, "pyyaml": found.pyyaml_version or "none"}
 
         def show(r: dict[str, str]) -> str:
@@ -313,4 +315,5 @@ class GradeSession:
             cluster=self.graded(),
             could_not_grade=self.could_not_grade,
             timed_out=self.timed_out,
+            isolation=self.runs.isolation if self.runs is not None else self.isolation,
         )

@@ -290,6 +290,7 @@ def run(root: Path) -> int:
     print(f"gpushare: grading {upload.relative_to(root)}")
     from gpushare.grading.grade import OptionError, Options, grade
     from gpushare.grading.session import GradeError
+    from gpushare.sandbox.isolation import IsolationUnavailable
     from gpushare.submissions.snapshot import SnapshotError
 
     try:
@@ -301,6 +302,8 @@ def run(root: Path) -> int:
             unsafe_no_sandbox=_without_sandbox(settings),
         )
         outcome = grade(options, started)
+    except IsolationUnavailable as exc:
+        return _not_graded(str(exc))
     except SnapshotError as exc:
         name = _names([upload], root / "submission")
         params = {"name": name, "reason": str(exc)}
@@ -334,16 +337,13 @@ def _load_policy(source: Path, settings: dict[str, Any]) -> Any:
 
 
 def _without_sandbox(settings: dict[str, Any]) -> bool:
-    """``auto``: grade without bubblewrap where the container cannot run it (Docker's default
-    seccomp profile refuses user namespaces); instructors read a note on stdout."""
+    """Never: a snapshot is strangers' work, graded at ``bubblewrap`` where the container
+    allows it, else at ``uid`` (Gradescope runs us as root). ``require`` refuses anything but
+    ``bubblewrap`` (no score, as for any grade that could not be taken)."""
     if settings.get("sandbox") == "require":
-        return False
-    from gpushare.sandbox import isolation
+        from gpushare.sandbox import levels
 
-    found = isolation.probe()
-    if found.isolation is None:
-        print(f"gpushare: note: grading without the sandbox: {found.reason}")
-        return True
+        levels.choose(strangers=True, minimum=levels.BUBBLEWRAP)
     return False
 
 

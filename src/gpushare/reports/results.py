@@ -83,6 +83,7 @@ class Report:
     could_not_grade_kind: str | None = None  # a class's sort of reason (e.g. a bad snapshot's)
     timed_out: bool = False  # the deadline struck: finished checks keep their results
     policy: str | None = None
+    isolation: str | None = None  # the learner's runs' level: bubblewrap, uid, none
 
     @property
     def complete(self) -> bool:
@@ -167,6 +168,7 @@ class Report:
             **({"could_not_grade_kind": k} if (k := self.could_not_grade_kind) else {}),
             "timed_out": self.timed_out,
             "policy": self.policy,
+            "isolation": self.isolation,
         }
 
     def properties(self) -> dict[str, str]:
@@ -178,6 +180,7 @@ class Report:
             "complete": "true" if self.complete else "false",
             "seed": str(self.seed),
             "lang": self.lang,
+            "isolation": self.isolation or "",
             "tool_version": meta["tool_version"],
             "kwok_version": versions.KWOK,
             "kubernetes_version": versions.KUBERNETES,

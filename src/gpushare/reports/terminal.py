@@ -59,6 +59,8 @@ def render(report: Report, *, color: bool, feedback: bool = True) -> str:
     if verdict:
         out.append(paint(GREEN, "  " + verdict))
     out.append(paint(DIM, f"  seed={report.seed}  lang={lang}  workdir={report.workdir}"))
+    if report.isolation:  # how the learner's script ran (gpushare.sandbox.levels)
+        out.append(paint(DIM, f"  isolation={report.isolation}"))
     graded = report.cluster or {}
     if graded.get("snapshot"):  # what was judged, so nobody grades the wrong one unseen
         out.append(paint(DIM, f"  snapshot={graded['snapshot']}"))
