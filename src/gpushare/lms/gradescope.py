@@ -284,6 +284,9 @@ def run(root: Path) -> int:
         lang = messages.resolve_lang(settings["lang"])
     except ValueError:
         lang = messages.DEFAULT_LANG
+    from gpushare.sandbox import levels  # uid level: none of ours readable by the runs
+
+    levels.protect_at_uid([root / "source", root / "results", root / "submission", root])
     upload, problem, params = find_upload(root / "submission")
     if upload is None:
         return _learner_problem(results, problem, params, lang, started)
