@@ -260,3 +260,89 @@ def test_the_run_uids_are_never_the_graders() -> None:
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+# --- the level in every output -------------------------------------------------------------------
+
+
+def _report(level: str | None) -> object:
+    from gpushare.reports import results
+
+    check = results.CheckResult(
+        number="6.1",
+        step=6,
+        title="t",
+        max_score=2,
+        score=2,
+        passed=True,
+        output="",
+        error=None,
+        nodeid="graders/test_step6.py::test_6_1",
+    )
+    return results.Report(
+        checks=[check],
+        execution_time=0.1,
+        lang="en",
+        seed=1,
+        workdir="/w",
+        server=None,
+        isolation=level,
+    )
+
+
+@pytest.mark.parametrize("level", ["bubblewrap", "uid", "none"])
+def test_results_json_junit_and_terminal_name_the_level(level: str, tmp_path: Path) -> None:
+    import xml.etree.ElementTree as ET
+
+    from gpushare.reports import junit, terminal
+
+    report = _report(level)
+    assert report.as_json()["extra_data"]["isolation"] == level  # type: ignore[attr-defined]
+    path = tmp_path / "junit.xml"
+    node = "graders/test_step6.py::test_6_1"
+    junit.write(report, path, classnames={node: "c"}, durations={}, headline={})  # type: ignore[arg-type]
+    props = {p.get("name"): p.get("value") for p in ET.parse(path).iter("property")}
+    assert props["isolation"] == level
+    assert f"isolation={level}" in terminal.render(report, color=False)  # type: ignore[arg-type]
+
+
+def test_class_report_has_a_column_and_a_banner(tmp_path: Path) -> None:
+    from gpushare.classroom import gradebook, report
+
+    rows = [
+        gradebook.Row(
+            learner=name,
+            snapshot=f"{name}.gpushare.tgz",
+            status="passed",
+            score=2,
+            max_score=2,
+            reason="",
+            seed=1,
+            folder=name,
+            lang="en",
+            isolation=level,
+        )
+        for name, level in (("alice", "uid"), ("bob", "none"))
+    ]
+    checks = [gradebook.CheckInfo(number="6.1", step=6, max_score=2)]
+    html = report.render(rows, checks, "en", seed=1)
+    assert "Learners&#x27; scripts ran at isolation level: none (1), uid (1)" in html
+    assert "Warning: 1 submission(s) ran learners&#x27; scripts without isolation" in html
+    assert "<th>Isolation</th>" in html and "<td>uid</td>" in html
+
+
+def test_protect_takes_others_bits_off_what_another_uid_could_reach() -> None:
+    top = Path(f"/tmp/gpushare-protect-{uuid.uuid4().hex[:8]}")
+    (top / "graders").mkdir(parents=True)
+    try:
+        os.chmod(top, 0o755)
+        os.chmod(top / "graders", 0o755)
+        assert levels.protect([top / "graders", top / "results" / "results.json"]) == [
+            str(top / "graders"),
+            str(top),  # a file still to be written: its folder
+        ]
+        assert (top / "graders").stat().st_mode & 0o777 == 0o750
+        assert levels.protect([top / "graders"]) == []  # unreachable now: nothing to do
+        assert levels.protect(["/tmp", "/usr"]) == []  # never system folders
+    finally:
+        shutil.rmtree(top)

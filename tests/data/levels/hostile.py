@@ -5,7 +5,6 @@ escape the sandbox must stop and prints one JSON line: what it tried, and what w
 import ctypes
 import json
 import os
-import sys
 import time
 
 T = json.loads(os.environ["HOSTILE_TARGETS"])
@@ -59,7 +58,8 @@ for ring in (-3, -4, -5):  # session, user, user-session
         size = libc.syscall(250, 11, serial, buf, 256)  # KEYCTL_READ
         note("keyring", size > 0 and T["key_value"].encode() in buf.raw, "read it")
 try:
-    keys = open("/proc/keys").read().splitlines()
+    with open("/proc/keys") as fh:
+        keys = fh.read().splitlines()
 except OSError:
     keys = []
 for line in keys:  # a key we may view (same uid: its description) must not be readable
@@ -98,11 +98,13 @@ for folder in T["folders"]:
 note("env", SECRET in json.dumps(dict(os.environ)), "own environment")
 for pid in (T["grader_pid"], 1, os.getppid()):
     try:
-        note("env", SECRET.encode() in open(f"/proc/{pid}/environ", "rb").read(), pid)
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            note("env", SECRET.encode() in fh.read(), pid)
     except OSError:
         note("env", False)
 try:
-    note("home", T["home_value"] in open(T["home_file"]).read(), "read the home secret")
+    with open(T["home_file"]) as fh:
+        note("home", T["home_value"] in fh.read(), "read the home secret")
 except OSError:
     note("home", False)
 
