@@ -107,8 +107,8 @@ def _reachable_by_others(path: str) -> bool:
 def protect(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
     """At the ``uid`` level, make the grader's files unreadable and unwritable to other uids:
     each path that another uid could reach and read, write or search loses its bits for
-    others (``chmod o-rwx``; for a file still to be written, the folder it will be in). Returns what changed.
-    System folders (``/``, ``/usr``, ``/tmp``...) are never changed."""
+    others (``chmod o-rwx``; for a file still to be written, the folder it will be in).
+    Returns what changed. System folders (``/``, ``/usr``, ``/tmp``...) are never changed."""
     changed = []
     for raw in paths:
         path = os.path.abspath(os.fspath(raw))

@@ -29,8 +29,6 @@ _ABORT_SIGNALS = (_signal.SIGTERM, _signal.SIGHUP, _signal.SIGINT)
 # kernel still delivers the pending SIGKILL once they wake up.
 _CLEANUP_GIVE_UP_S = 2.0
 _EXEC_FAILED = 127
-# How long bubblewrap's init may take to exit after its command did (it does at once).
-_SANDBOX_EXIT_S = 0.05
 
 
 def _prctl(option: int, arg: int) -> None:
@@ -124,22 +122,19 @@ def _kill_exact(pid: int, start: int) -> bool:
         os.close(pidfd)
 
 
-def _kill_tree(main_pid: int, wake_fd: int = -1, grace: float = 0.0) -> tuple[int, dict[int, int]]:
-    """Kill and reap every descendant; return (strays killed besides main_pid, wait statuses).
+def _kill_tree(main_pid: int) -> tuple[int, dict[int, int]]:
+    """The ``none`` level's cleanup: kill and reap every descendant; return (strays killed
+    besides main_pid, wait statuses).
 
     Because we are a subreaper, a live descendant always has a chain of parents up to us, so once
     waitpid reports that we have no child at all, nothing of the script's tree is left. Reaping
     comes first, so a script that left nothing behind costs no scan of /proc. Killing the whole
-    tree each round (not level by level) keeps a fork loop from outrunning us. ``grace``: how
-    long children may take to exit by themselves first (SIGCHLD wakes ``wake_fd``): bubblewrap's
-    init ends right after its command, and its pid namespace with it, with no scan needed.
+    tree each round (not level by level) keeps a fork loop from outrunning us.
     """
     me = os.getpid()
     killed: set[int] = set()
     statuses: dict[int, int] = {}
-    now = time.monotonic()
-    give_up = now + _CLEANUP_GIVE_UP_S
-    grace_until = now + grace if wake_fd >= 0 else now
+    give_up = time.monotonic() + _CLEANUP_GIVE_UP_S
     while True:
         try:
             while True:
@@ -149,13 +144,8 @@ def _kill_tree(main_pid: int, wake_fd: int = -1, grace: float = 0.0) -> tuple[in
                 statuses[pid] = status
         except ChildProcessError:
             return len(killed), statuses
-        now = time.monotonic()
-        if now > give_up:
+        if time.monotonic() > give_up:
             return len(killed), statuses
-        if now < grace_until:
-            if select.select([wake_fd], [], [], grace_until - now)[0]:
-                os.read(wake_fd, 512)
-            continue
         for pid, start in _live_descendants(me):
             if _kill_exact(pid, start) and pid != main_pid:
                 killed.add(pid)
@@ -425,7 +415,7 @@ def _run(request: _Request, start: float, wake_r: int) -> int:
         elif request.cleanup == "pidns":
             leftovers, statuses = 0, {pid: os.waitpid(pid, 0)[1]}
         else:
-            leftovers, statuses = _kill_tree(pid, wake_r)
+            leftovers, statuses = _kill_tree(pid)
         # bubblewrap writes the exit code only of a command it did start.
         status_json = _read_all(json_r) if json_r >= 0 else b""
         started = json_r < 0 or b'"exit-code"' in status_json

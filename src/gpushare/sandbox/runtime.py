@@ -9,7 +9,7 @@ without ``site-packages`` (nor ``test``, ``idlelib``, ``tkinter``...), and the `
 ``_yaml`` packages are copied, once per machine and interpreter, into
 ``/var/cache/gpushare/sandbox-runtime/<key>`` (root) or the user's cache, files 0644/0755.
 bubblewrap binds that directory read-only; the ``uid`` level puts its ``bin`` first on PATH.
-Some 50 MB, copied in about a second the first time.
+Some 94 MB (Python 3.11 here), copied in about a second by the first grade on a machine.
 """
 
 from __future__ import annotations

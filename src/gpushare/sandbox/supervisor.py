@@ -18,10 +18,11 @@ socket, the run's pipes included. For each run the master forks a *reaper*, whic
   same of the grader), and also treats the end of its control pipe from the grader as "abort",
   so no run outlives the grader;
 * starts the script in a new session with stdin on ``/dev/null`` and stdout/stderr on pipes read
-  by the grader, enforces the time limit, and in the end SIGKILLs every descendant, repeating
-  until it has no child left (only then can no descendant remain).
+  by the grader, enforces the time limit, and in the end ends everything it started the way
+  its isolation level does (:mod:`gpushare.sandbox.levels`): bubblewrap's pid namespace, every
+  process of the run's own uid, or (level ``none``) every descendant, found in /proc.
 
-One reaper per run keeps runs apart: each cleans up its own tree only, and a script that kills
+One reaper per run keeps runs apart: each cleans up its own run only, and a script that kills
 its reaper loses its own run only. Forking the master costs about a millisecond where starting
 a Python interpreter per run cost some 30 ms of CPU, which on two cores is a good part of a
 one-second grade. Only reapers are subreapers, never the grader: a subreaper grader would
@@ -30,11 +31,12 @@ silently collect every orphan of every tool it runs.
 Every run is also capped in memory, processes, CPU time and file size
 (:mod:`gpushare.sandbox.limits`, :data:`DEFAULT_LIMITS`).
 
-By itself this is hygiene, not a security boundary: the script runs as the grader's user, with
-its filesystem and network, and could signal the grader itself. A supervisor given an
-:class:`gpushare.sandbox.isolation.Isolation` starts each run in a bubblewrap sandbox instead
-(its own namespaces, read-only binds of only what the script needs, no network), which is the
-boundary needed to run other people's scripts; see :mod:`gpushare.sandbox.isolation`. Linux only.
+At level ``none`` this is hygiene, not a security boundary: the script runs as the grader's
+user, with its filesystem and network. A supervisor given a
+:class:`gpushare.sandbox.levels.Sandbox` runs each script as a uid of its own (root) and in a
+new session keyring, in bubblewrap's namespaces where they can be made; what it may read of
+the grader's (its work dir, the manifest) is staged where only its grade's gid can read it.
+Linux only.
 """
 
 from __future__ import annotations
