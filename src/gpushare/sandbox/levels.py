@@ -146,13 +146,11 @@ _SYSTEM = {
 
 def grader_paths() -> list[str]:
     """The grader's own files no script may read: its home, its working folder (results are
-    written there unless told otherwise) and the package with its graders and fixtures."""
+    written there unless told otherwise) and the graders (the package itself is public: a
+    learner has it in their pod)."""
     from gpushare import locations
 
-    paths = [os.path.expanduser("~"), os.getcwd()]
-    paths += [str(locations.graders_dir()), str(locations.default_fixtures())]
-    paths.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    return paths
+    return [os.path.expanduser("~"), os.getcwd(), str(locations.graders_dir())]
 
 
 _protected = False
