@@ -346,3 +346,24 @@ def test_protect_takes_others_bits_off_what_another_uid_could_reach() -> None:
         assert levels.protect(["/tmp", "/usr"]) == []  # never system folders
     finally:
         shutil.rmtree(top)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("capsh"), reason="root and capsh")
+def test_a_root_that_cannot_switch_uid_refuses_strangers_work() -> None:
+    """A container's root without CAP_SETUID: bwrap would map the sandbox to host root, so a
+    snapshot's grade is refused (exit 2, saying which capabilities to give)."""
+    done = subprocess.run(
+        [
+            "capsh",
+            "--drop=cap_setuid",
+            "--",
+            "-c",
+            f"{sys.executable} -m gpushare grade --snapshot examples/reference.gpushare.tgz",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "CAP_SETUID" in done.stderr and "refusing" in done.stderr

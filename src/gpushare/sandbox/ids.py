@@ -44,9 +44,23 @@ def uid_range() -> tuple[int, int]:
     return lo, hi
 
 
+# CAP_CHOWN (staged files for the run's gid), CAP_SETGID, CAP_SETUID: capability(7) numbers.
+_NEEDED_CAPS = (1 << 0) | (1 << 6) | (1 << 7)
+
+
 def can_switch() -> bool:
-    """Whether we may run scripts as another uid (root, or CAP_SETUID and CAP_SETGID)."""
-    return os.geteuid() == 0
+    """Whether we may run scripts as another uid: root with CAP_SETUID, CAP_SETGID and
+    CAP_CHOWN (a container that drops them keeps uid 0 but cannot switch)."""
+    if os.geteuid() != 0:
+        return False
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("CapEff:"):
+                    return int(line.split()[1], 16) & _NEEDED_CAPS == _NEEDED_CAPS
+    except (OSError, ValueError):
+        return True
+    return True
 
 
 def probe_uid() -> int:

@@ -65,6 +65,12 @@ def choose(*, strangers: bool, unsafe_no_sandbox: bool = False, minimum: str = U
     from gpushare.sandbox.isolation import probe
 
     found = probe()
+    if strangers and os.geteuid() == 0 and not ids.can_switch():
+        raise IsolationUnavailable(
+            "refusing to run learners' scripts as root: this root lacks CAP_SETUID, CAP_SETGID "
+            "or CAP_CHOWN, so they cannot run as a uid of their own; give the grader those "
+            "capabilities, or run it as a non-root user"
+        )
     if found.isolation is not None:
         return Sandbox(BUBBLEWRAP, found.isolation)
     if ids.can_switch() and minimum != BUBBLEWRAP:
