@@ -126,6 +126,10 @@ def grade_class(
     before = _previous(previous)
     visibility = _policy(policy)
     _require_sandbox(unsafe_no_sandbox)
+    if not unsafe_no_sandbox:  # the uid level: no learner's script may read the class's files
+        from gpushare.sandbox import levels
+
+        levels.protect_at_uid([*paths, out, *([policy] if policy else [])])
     from gpushare.classroom import worker
 
     worker.preload()

@@ -78,6 +78,7 @@ class Row:
     detail: Any = None  # the reason as a translatable value (messages.T), when it has one
     submission: dict[str, Any] = field(default_factory=dict)  # whose, from where (inputs)
     flags: dict[str, str] = field(default_factory=dict)  # suspicion flag -> detail (flags.py)
+    isolation: str = ""  # the level the learner's script ran at (gpushare.sandbox.levels)
 
     def step_scores(self) -> dict[int, int | None]:
         """step -> points, None when a check of the step was not judged."""
@@ -153,6 +154,7 @@ def row_from_results(folder: str, results: dict[str, Any]) -> Row:
         why=_why(extra) if status == "error" else "",
         detail=_detail(extra) if status == "error" else None,
         submission=submission,
+        isolation=str(extra.get("isolation") or ""),
     )
 
 

@@ -70,6 +70,10 @@ def grade_one(task: Task) -> tuple[dict[str, Any], bool]:
 
     t0, c0 = time.monotonic(), os.times()
     retire = False
+    if not task.unsafe_no_sandbox:  # the uid level: this submission's and results' folders
+        from gpushare.sandbox import levels
+
+        levels.protect_at_uid([task.snapshot.parent, task.folder.parent])
     try:
         outcome = grade(
             Options(

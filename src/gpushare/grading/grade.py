@@ -140,16 +140,16 @@ def _grade(options: Options, started: float, snap: Any) -> Outcome:
     runs = None
     try:
         if wants_runs:
-            from gpushare.sandbox import isolation as sandbox_policy
+            from gpushare.sandbox import levels
 
             shown = snap.manifest.get("workdir") if snap is not None else None
             try:
-                isolation = sandbox_policy.choose(
-                    snapshot=snap is not None, unsafe_no_sandbox=options.unsafe_no_sandbox
+                level = levels.choose(
+                    strangers=snap is not None, unsafe_no_sandbox=options.unsafe_no_sandbox
                 )
-            except sandbox_policy.IsolationUnavailable as exc:
+            except levels.IsolationUnavailable as exc:
                 raise OptionError(str(exc)) from None
-            runs = RequestRuns.start(workdir, fixtures, seed, shown, isolation)
+            runs = RequestRuns.start(workdir, fixtures, seed, shown, level)
         from gpushare.grading import runner
         from gpushare.grading.session import GradeSession
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from gpushare.grading.checks import CheckFailed, T
 from gpushare.grading.labstate import ClusterUnreadable
-from gpushare.lab.kubeapi import ApiError, KubeconfigError, Unreachable
+from gpushare.kube.errors import ApiError, KubeconfigError, Unreachable
 from gpushare.reports import messages, results
 from gpushare.submissions.workdir import Workdir
 
@@ -26,12 +26,12 @@ class GradeError(Exception):
 
 
 def _isolation(snapshot: bool, unsafe_no_sandbox: bool) -> Any:
-    """The sandbox policy (:func:`gpushare.sandbox.isolation.choose`), as a GradeError."""
-    from gpushare.sandbox import isolation
+    """The isolation level (:func:`gpushare.sandbox.levels.choose`), as a GradeError."""
+    from gpushare.sandbox import levels
 
     try:
-        return isolation.choose(snapshot=snapshot, unsafe_no_sandbox=unsafe_no_sandbox)
-    except isolation.IsolationUnavailable as exc:
+        return levels.choose(strangers=snapshot, unsafe_no_sandbox=unsafe_no_sandbox)
+    except levels.IsolationUnavailable as exc:
         raise GradeError(f"gpushare: {exc}") from None
 
 
@@ -77,6 +77,7 @@ class GradeSession:
         self.sealed = False
         self.state: Any = None
         self.runs: Any = runs
+        self.isolation: str | None = None  # the level the learner's runs had, once known
         self.active = False
         # one per session: it caches parsed files
         self.work = Workdir(workdir, snapshot.recorded if snapshot else None)
@@ -92,6 +93,7 @@ class GradeSession:
 
     def drop_runs(self) -> None:
         if self.runs is not None:
+            self.isolation = self.runs.isolation
             self.runs.close()
             self.runs = None
 
@@ -99,11 +101,12 @@ class GradeSession:
         """Reach the cluster and start its read, with the dry-runs the graders declare.
 
         Which cluster: ``--kubeconfig``, else ``$KUBECONFIG``, else the lab, as it is (see
-        :mod:`gpushare.lab.kubeconfigs`). Anything that keeps us from talking to it, a lab that
+        :mod:`gpushare.kube.config`). Anything that keeps us from talking to it, a lab that
         is not up included, is a :class:`GradeError`: one line, exit status 2.
         """
         from gpushare.grading.labstate import LabState
-        from gpushare.lab import kubeconfigs
+        from gpushare.kube.config import resolve
+        from gpushare.kube.connect import connect
 
         self.active = True
         if self.snapshot is not None:  # the cluster as captured: no apiserver at all
@@ -121,9 +124,9 @@ class GradeSession:
             return
         # The lab is graded as it is, like any other cluster: never started or repaired here
         # (a node the learner deleted stays deleted); `make grade` runs `gpushare up` first.
-        target = kubeconfigs.resolve(self.kubeconfig, self.context, self.cluster)
+        target = resolve(self.kubeconfig, self.context, self.cluster)
         try:
-            client, identity = kubeconfigs.connect(target, timeout=3.0)
+            client, identity = connect(target, timeout=3.0)
             self.identity = identity.as_dict()
             self.server = client.server
             client.get("/version")
@@ -176,14 +179,14 @@ class GradeSession:
     def _runtimes(self, learner: dict[str, str]) -> dict[str, str]:
         """The learner's python3 and PyYAML (as captured) against those the script gets here,
         so a grade says so where they differ (a script may behave differently on another)."""
-        from gpushare.sandbox import isolation
+        from gpushare.sandbox import runtime
 
         if self.unsafe_no_sandbox:
             from gpushare.submissions.snapshot import learner_runtime
 
             here = learner_runtime()
         else:
-            found = isolation.find_runtime()
+            found = runtime.find()
             here = {"python3": found.python_version, "pyyaml": found.pyyaml_version or "none"}
 
         def show(r: dict[str, str]) -> str:
@@ -326,4 +329,5 @@ class GradeSession:
             could_not_grade=self.could_not_grade,
             could_not_grade_detail=self.could_not_grade_detail,
             timed_out=self.timed_out,
+            isolation=self.runs.isolation if self.runs is not None else self.isolation,
         )

@@ -318,6 +318,9 @@ def run(root: Path) -> int:
         lang = messages.resolve_lang(settings["lang"])
     except ValueError:
         lang = messages.DEFAULT_LANG
+    from gpushare.sandbox import levels  # uid level: none of ours readable by the runs
+
+    levels.protect_at_uid([root / "source", root / "results", root / "submission", root])
     upload, problem, params = find_upload(root / "submission")
     if upload is None:
         return _learner_problem(results, problem, params, lang, started)
@@ -325,6 +328,7 @@ def run(root: Path) -> int:
     from gpushare.grading import guard
     from gpushare.grading.grade import OptionError, Options, grade
     from gpushare.grading.session import GradeError
+    from gpushare.sandbox.isolation import IsolationUnavailable
     from gpushare.submissions.snapshot import SnapshotError
 
     try:
@@ -338,6 +342,8 @@ def run(root: Path) -> int:
         )
         with guard.capped_memory():
             outcome = grade(options, started)
+    except IsolationUnavailable as exc:
+        return _not_graded(str(exc))
     except (MemoryError, RuntimeError) as exc:
         if not guard.out_of_memory(exc):
             raise
@@ -390,16 +396,13 @@ def _load_policy(source: Path, settings: dict[str, Any]) -> Any:
 
 
 def _without_sandbox(settings: dict[str, Any]) -> bool:
-    """``auto``: grade without bubblewrap where the container cannot run it (Docker's default
-    seccomp profile refuses user namespaces); instructors read a note on stdout."""
+    """Never: a snapshot is strangers' work, graded at ``bubblewrap`` where the container
+    allows it, else at ``uid`` (Gradescope runs us as root). ``require`` refuses anything but
+    ``bubblewrap`` (no score, as for any grade that could not be taken)."""
     if settings.get("sandbox") == "require":
-        return False
-    from gpushare.sandbox import isolation
+        from gpushare.sandbox import levels
 
-    found = isolation.probe()
-    if found.isolation is None:
-        print(f"gpushare: note: grading without the sandbox: {found.reason}")
-        return True
+        levels.choose(strangers=True, minimum=levels.BUBBLEWRAP)
     return False
 
 

@@ -12,8 +12,7 @@ from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import Any
 
-from gpushare import __version__
-from gpushare.lab import versions
+from gpushare import __version__, versions
 
 # What a JUnit XML may say about what was graded, besides the grade's own properties: these
 # keys of Report.cluster, in this order, and no other. A snapshot's manifest chooses the rest
@@ -106,6 +105,7 @@ class Report:
     could_not_grade_detail: Any = None
     timed_out: bool = False  # the deadline struck: finished checks keep their results
     policy: str | None = None
+    isolation: str | None = None  # the learner's runs' level: bubblewrap, uid, none
 
     @property
     def complete(self) -> bool:
@@ -205,6 +205,7 @@ class Report:
             ),
             "timed_out": self.timed_out,
             "policy": self.policy,
+            "isolation": self.isolation,
         }
 
     def properties(self) -> dict[str, str]:
@@ -216,6 +217,7 @@ class Report:
             "complete": "true" if self.complete else "false",
             "seed": str(self.seed),
             "lang": self.lang,
+            "isolation": self.isolation or "",
             "tool_version": meta["tool_version"],
             "kwok_version": versions.KWOK,
             "kubernetes_version": versions.KUBERNETES,

@@ -63,6 +63,8 @@ def render(report: Report, *, color: bool, feedback: bool = True) -> str:
         out.append(paint(GREEN, "  " + verdict))
     workdir = clean.line(report.workdir)
     out.append(paint(DIM, f"  seed={report.seed}  lang={lang}  workdir={workdir}"))
+    if report.isolation:  # how the learner's script ran (gpushare.sandbox.levels)
+        out.append(paint(DIM, f"  isolation={report.isolation}"))
     graded = {k: clean.line(v) for k, v in (report.cluster or {}).items() if v is not None}
     if graded.get("snapshot"):  # what was judged, so nobody grades the wrong one unseen
         out.append(paint(DIM, f"  snapshot={graded['snapshot']}"))

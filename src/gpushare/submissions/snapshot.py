@@ -40,8 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpushare import __version__
-from gpushare.lab import versions
+from gpushare import __version__, versions
 from gpushare.reports.messages import T
 from gpushare.submissions import bounded
 from gpushare.submissions.workdir import MAX_BYTES, link_outside
