@@ -367,3 +367,25 @@ def test_a_root_that_cannot_switch_uid_refuses_strangers_work() -> None:
     )
     assert done.returncode == 2, done.stdout + done.stderr
     assert "CAP_SETUID" in done.stderr and "refusing" in done.stderr
+
+
+def test_the_scripts_python3_finds_yaml_without_site_packages(tmp_path):
+    """Debian's python3 never puts a copied ``site-packages`` on ``sys.path`` (its site.py reads
+    dist-packages), so PyYAML sits beside the standard library: ``-S`` (no site at all) shows
+    that ``import yaml`` does not depend on site.py."""
+    import os
+    import subprocess
+
+    from gpushare.sandbox import runtime
+
+    found = runtime.find(str(tmp_path))
+    proc = subprocess.run(
+        [f"{found.bin}/python3", "-S", "-I", "-c", "import sys, yaml; print(yaml.__version__)"],
+        capture_output=True,
+        text=True,
+        env={**dict(found.env), "PATH": os.environ.get("PATH", "")},
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == found.pyyaml_version
+    assert not list(tmp_path.glob("*/lib/python3*/site-packages"))

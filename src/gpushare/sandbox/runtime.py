@@ -6,7 +6,8 @@ grader's own interpreter may live where the run's uid cannot go (pyenv under ``/
 and its prefix holds every package pip put there (the grader's dependencies, tokens in a
 ``.pth``...). So the interpreter (and ``libpython`` when it is shared), the standard library
 without ``site-packages`` (nor ``test``, ``idlelib``, ``tkinter``...), and the ``yaml`` and
-``_yaml`` packages are copied, once per machine and interpreter, into
+``_yaml`` packages (beside the standard library, on every interpreter's path) are copied,
+once per machine and interpreter, into
 ``/var/cache/gpushare/sandbox-runtime/<key>`` (root) or the user's cache, files 0644/0755.
 bubblewrap binds that directory read-only; the ``uid`` level puts its ``bin`` first on PATH.
 Some 94 MB (Python 3.11 here), copied in about a second by the first grade on a machine.
@@ -83,7 +84,8 @@ def find(base: str | None = None) -> Runtime:
     shared = bool(sysconfig.get_config_var("Py_ENABLE_SHARED"))
     libname = sysconfig.get_config_var("INSTSONAME") or sysconfig.get_config_var("LDLIBRARY")
     libdir = sysconfig.get_config_var("LIBDIR") or ""
-    stamp = "\0".join([exe, stdlib, version, *packages, str(os.stat(exe).st_mtime_ns)])
+    layout = "2"  # PyYAML beside the standard library (1: in a site-packages)
+    stamp = "\0".join([layout, exe, stdlib, version, *packages, str(os.stat(exe).st_mtime_ns)])
     if base is None:
         if os.geteuid() == 0:
             base = ROOT_CACHE
@@ -113,10 +115,11 @@ def find(base: str | None = None) -> Runtime:
         return {n for n in names if (top and n in _SKIPPED) or n.startswith("config-")}
 
     shutil.copytree(stdlib, f"{tmp}/lib/{short}", ignore=skip, symlinks=True)
-    site = f"{tmp}/lib/{short}/site-packages"
-    os.makedirs(site, mode=0o755)
+    # PyYAML beside the standard library, which every python3 puts on sys.path: a copied
+    # site-packages is not, where the interpreter is Debian's (its site.py looks in
+    # dist-packages), and the script's `import yaml` would fail there alone
     for package in packages:
-        shutil.copytree(package, f"{site}/{os.path.basename(package)}", symlinks=True)
+        shutil.copytree(package, f"{tmp}/lib/{short}/{os.path.basename(package)}", symlinks=True)
     for directory, _dirs, files in os.walk(tmp):  # readable by any uid, writable by none
         os.chmod(directory, 0o755)
         for name in files:
