@@ -774,7 +774,9 @@ def _export(lab: Any, workdir: Path, only_dry_runs: bool = False) -> dict[str, A
     """The cluster's answers as a grade reads them, with the dry-runs the graders declare."""
     from gpushare.grading.labstate import LabState
 
-    state = LabState(lab.client(timeout=10), _step5().dry_runs(Workdir(workdir)))
+    state = LabState(
+        lab.client(timeout=10), _step5().dry_runs(Workdir(workdir)), QUERIES, HINT_QUERIES
+    )
     try:
         answers = _strip(state.start().export())
     finally:

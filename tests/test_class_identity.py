@@ -33,6 +33,7 @@ from typing import Any
 import pytest
 
 from gpushare.classroom import flags, gradebook, identity, inputs
+from gpushare.reports import clean
 from gpushare.sandbox import isolation
 from gpushare.submissions import snapshot
 from tests.helpers import ROOT, discovered_checks
@@ -371,7 +372,7 @@ def _row_of(run: dict[str, Any], key: str) -> dict[str, str]:
     found = [
         r
         for r in run["rows"]
-        if r["learner"] in (folder, folder.split("/")[0]) and r["snapshot"] == name
+        if r["learner"] in (folder, folder.split("/")[0]) and r["snapshot"] == clean.csv_cell(name)
     ]
     assert len(found) == 1, (key, folder, found)
     return found[0]
@@ -541,10 +542,18 @@ def test_no_escape_sequence_reaches_the_terminal(class30):
 
 
 def test_the_bombs_are_error_rows(class30):
-    """Needs issue 18 item 3 (h18a): a bound hit is this learner's error row."""
-    for key in ("yaml-bomb", "tar-bomb"):
-        row = _row_of(class30, key)
-        assert row["status"] == "error" or row["flags"], (key, row)
+    """Issue 18 item 3: a bound hit costs this learner only. The tar bomb refuses the whole
+    snapshot (an error row); the YAML bomb is a file of the learner's that cannot be read, so
+    it fails the checks that read that file, each saying the bound was hit (not a crash, not a
+    hang, and no other learner notices)."""
+    row = _row_of(class30, "tar-bomb")
+    assert row["status"] == "error" and row["score"] == "", row
+    row = _row_of(class30, "yaml-bomb")
+    assert row["status"] == "failed", row
+    path = class30["out"] / _folder_of(class30, "yaml-bomb") / "results.json"
+    failed = [t for t in json.loads(path.read_text(encoding="utf-8"))["tests"] if t["score"] == 0]
+    assert failed and all("team-over.yaml" in t["output"] for t in failed), failed
+    assert all("alias" in t["output"] or "values" in t["output"] for t in failed), failed
 
 
 def test_type_confused_answers_are_error_rows(class30):
@@ -556,9 +565,10 @@ def test_type_confused_answers_are_error_rows(class30):
         path = class30["out"] / _folder_of(class30, key) / "results.json"
         results = json.loads(path.read_text(encoding="utf-8"))
         assert "Traceback" not in json.dumps(results), key
-    # a lone surrogate in the learner id: a row of its own, results.json valid UTF-8
+    # a lone surrogate in the learner id: no UTF-8 writer writes one, so the snapshot is
+    # refused; a row of its own (named after its file), results.json valid UTF-8
     row = _row_of(class30, "surrogate")
-    assert row["learner"] == "%ED%A0%80x"
+    assert row["learner"] == "surrogate" and row["status"] == "error", row
     (class30["out"] / row["learner"] / "results.json").read_bytes().decode("utf-8")
 
 

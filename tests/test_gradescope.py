@@ -28,6 +28,7 @@ import yaml
 
 from gpulab import requestcases
 from gpushare.grading import capture
+from gpushare.sandbox import isolation, levels
 from gpushare.submissions import snapshot
 from tests.helpers import ALL_CHECKS, _gpushare, processes_with
 
@@ -514,19 +515,39 @@ def test_a_2s_deadline_gives_partial_results_and_ends_everything(autograder, sna
 # --------------------------------------------------------------------------- the sandbox
 
 
-def test_without_bubblewrap_auto_grades_and_require_refuses(autograder, snaps, tmp_path):
-    """Where the container cannot run bubblewrap: ``auto`` grades without it (the learner's
-    ``python3`` is still the venv's, with PyYAML: full marks), ``require`` takes no grade."""
+def test_without_bubblewrap_auto_grades_at_the_uid_level_and_require_refuses(
+    autograder, snaps, tmp_path
+):
+    """Where the container cannot run bubblewrap: ``auto`` grades at the ``uid`` level (root
+    runs the script as a uid of its own; its ``python3`` is the copied runtime, with PyYAML:
+    full marks), recorded in results.json and on stdout; ``require`` takes no grade."""
+    if os.geteuid() != 0:
+        pytest.skip("Gradescope runs as root: the uid level needs it")
     missing = {"GPUSHARE_BWRAP": str(tmp_path / "no-bwrap")}
     autograder.install(_bundle(tmp_path / "auto.zip"))
     proc, results = autograder.run(snaps["solved"], **missing)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert results["score"] == 100
-    assert "note: grading without the sandbox" in proc.stdout
+    assert results["extra_data"]["isolation"] == "uid"
+    assert "isolation=uid" in proc.stdout
+    # the autograder's own folders: out of the script's reach (chmod o-rwx where reachable)
+    for name in ("source", "results", "submission"):
+        path = autograder.root / name
+        assert not path.stat().st_mode & 0o007 or not levels._reachable_by_others(str(path))
     autograder.install(_bundle(tmp_path / "require.zip", "--sandbox", "require"))
     proc, results = autograder.run(snaps["solved"], **missing)
     assert proc.returncode == 2 and results is None, proc.stdout
     assert "refusing to run learners' scripts without a sandbox" in proc.stdout
+
+
+def test_results_name_the_isolation_level(autograder, snaps, tmp_path):
+    """With bubblewrap, results.json's extra_data and the instructors' stdout say so."""
+    if not isolation.probe().available:
+        pytest.skip("no bubblewrap here")
+    autograder.install(_bundle(tmp_path / "auto.zip"))
+    proc, results = autograder.run(snaps["solved"])
+    assert results["extra_data"]["isolation"] == "bubblewrap", proc.stdout
+    assert "isolation=bubblewrap" in proc.stdout
 
 
 # --------------------------------------------------------------------------- no grade

@@ -57,7 +57,7 @@ LAB: dict[str, str] = {
                 self.problem = supervisor.check_runnable(context.workdir / SCRIPT)
                 self.result = None
                 if self.problem is None:
-                    with supervisor.Supervisor(isolation=context.sandbox) as runner:
+                    with supervisor.Supervisor(sandbox=context.sandbox) as runner:
                         self.result = runner.run(
                             [str((context.workdir / SCRIPT).absolute()), str(sample)],
                             cwd=context.workdir,

@@ -24,6 +24,7 @@ from gpushare.sandbox import supervisor as sandbox
 
 if TYPE_CHECKING:
     from gpulab.requestcases import Case
+    from gpushare.sandbox.levels import Sandbox
 
 SCRIPT = "bin/check-request.sh"
 TIMEOUT_S = 5.0
@@ -120,12 +121,12 @@ class RequestRuns:
         workdir: Path,
         seed: int,
         shown_workdir: str | None = None,
-        isolation: sandbox.Isolation | None = None,
+        level: Sandbox | None = None,
     ) -> None:
         """``shown_workdir``: the work dir's path as the learner knows it, when ``workdir`` is
-        a snapshot's unpacked copy. ``isolation``: the bubblewrap sandbox every run goes in
-        (None: unsandboxed; see :mod:`gpushare.sandbox.isolation` for when that is allowed)."""
-        self.isolation = isolation
+        a snapshot's unpacked copy. ``level``: the isolation level of every run (None:
+        ``none``; see :mod:`gpushare.sandbox.levels` for which one a grade gets)."""
+        self.level = level
         self.workdir = workdir
         self.shown_workdir = shown_workdir or str(workdir.absolute())
         self.seed = seed
@@ -169,10 +170,10 @@ class RequestRuns:
         fixtures: Path,
         seed: int,
         shown_workdir: str | None = None,
-        isolation: sandbox.Isolation | None = None,
+        level: Sandbox | None = None,
     ) -> RequestRuns:
         """Start every run in the background; call from a thread that outlives them."""
-        runs = cls(workdir, seed, shown_workdir, isolation)
+        runs = cls(workdir, seed, shown_workdir, level)
         try:
             runs._start(fixtures / "check-request")
         except BaseException:
@@ -190,7 +191,7 @@ class RequestRuns:
             # Started here, in the caller's thread: the supervisor ends with the thread that
             # started it.
             try:
-                self._supervisor = sandbox.Supervisor(isolation=self.isolation)
+                self._supervisor = sandbox.Supervisor(sandbox=self.level)
             except (OSError, sandbox.SandboxError) as exc:
                 self._supervisor_error = str(exc)  # each run reports it
             for stem in SAMPLES:
@@ -258,6 +259,11 @@ class RequestRuns:
                 text = text.replace(str(self._tmp / name / "manifest.yaml"), f"{name}.yaml")
                 text = text.replace(str(self.workdir.absolute()), self.shown_workdir)
                 setattr(outcome, attr, text)
+
+    @property
+    def isolation(self) -> str:
+        """The isolation level the runs had: ``bubblewrap``, ``uid`` or ``none``."""
+        return self.level.level if self.level is not None else "none"
 
     def sample(self, stem: str) -> CaseRun:
         return self.run(f"sample-{stem}")

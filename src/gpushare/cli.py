@@ -83,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         metavar="SECONDS",
         help="a hard deadline for the whole grade: finished checks keep their results, the "
-        "others become errors, the outputs are written, exit 2",
+        "others become errors, the outputs are written, exit 2 (default with --snapshot: 60)",
     )
     p.add_argument(
         "--policy",

@@ -126,6 +126,10 @@ def grade_class(
     before = _previous(previous)
     visibility = _policy(policy)
     _require_sandbox(unsafe_no_sandbox)
+    if not unsafe_no_sandbox:  # the uid level: no learner's script may read the class's files
+        from gpushare.sandbox import levels
+
+        levels.protect_at_uid([*paths, out, *([policy] if policy else [])])
     from gpushare.classroom import worker
 
     worker.preload()
@@ -364,7 +368,9 @@ def summary(run: ClassRun) -> str:
             lines.append(text("unchanged", lang, previous=run.diff.previous, n=run.diff.compared))
     lines.append(f"grades.csv:  {run.out / gradebook.CSV_NAME}")
     lines.append(f"report.html: {run.out / report.REPORT_NAME}")
-    return "\n".join(lines) + "\n"
+    from gpushare.reports import clean  # folder names and reasons are the learners'
+
+    return clean.text("\n".join(lines)) + "\n"
 
 
 def run_cli(args: argparse.Namespace) -> int:

@@ -13,7 +13,6 @@ has status ``error`` and empty score cells, so a gradebook import records no zer
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import os
@@ -22,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpushare.reports import clean
 from gpushare.reports.results import number_key
 
 CSV_NAME = "grades.csv"
@@ -78,6 +78,7 @@ class Row:
     detail: Any = None  # the reason as a translatable value (messages.T), when it has one
     submission: dict[str, Any] = field(default_factory=dict)  # whose, from where (inputs)
     flags: dict[str, str] = field(default_factory=dict)  # suspicion flag -> detail (flags.py)
+    isolation: str = ""  # the level the learner's script ran at (gpushare.sandbox.levels)
 
     def step_scores(self) -> dict[int, int | None]:
         """step -> points, None when a check of the step was not judged."""
@@ -153,6 +154,7 @@ def row_from_results(folder: str, results: dict[str, Any]) -> Row:
         why=_why(extra) if status == "error" else "",
         detail=_detail(extra) if status == "error" else None,
         submission=submission,
+        isolation=str(extra.get("isolation") or ""),
     )
 
 
@@ -319,7 +321,7 @@ def csv_text(rows: list[Row], checks: list[CheckInfo]) -> str:
     """
     steps, numbers = columns(rows, checks)
     buf = io.StringIO()
-    out = csv.writer(buf, lineterminator="\n")
+    out = clean.csv_writer(buf, lineterminator="\n")  # learners' text: no control, no formula
     out.writerow(
         [
             "learner",

@@ -11,14 +11,13 @@ learner's files; :func:`gpushare.submissions.snapshot.load` verifies every byte 
 from __future__ import annotations
 
 import hashlib
-import json
 import re
-import tarfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gpushare.classroom import identity
 from gpushare.classroom.identity import Layout, Placed
+from gpushare.submissions import bounded
 from gpushare.submissions.snapshot import MAX_ARCHIVE, SUFFIX
 
 _MAX_MANIFEST = 1024 * 1024
@@ -162,14 +161,14 @@ def peek(path: Path) -> dict[str, object]:
     try:
         if path.stat().st_size > MAX_ARCHIVE:
             return {}
-        with tarfile.open(path, "r:gz") as tar:
+        with bounded.open_tar(path) as tar:  # a header's claimed size is checked first
             first = tar.next()
             if first is None or first.name != "manifest.json" or not first.isreg():
                 return {}
             if first.size > _MAX_MANIFEST:
                 return {}
             fh = tar.extractfile(first)
-            data = json.loads(fh.read(_MAX_MANIFEST)) if fh else {}
+            data = bounded.json_loads(fh.read(_MAX_MANIFEST), "manifest") if fh else {}
     except Exception:  # any unreadable file is graded (and refused) later, as an error row
         return {}
     return data if isinstance(data, dict) else {}

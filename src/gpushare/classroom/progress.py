@@ -18,6 +18,9 @@ class Progress:
 
     def update(self, learner: str, status: str, score: int | None, seconds: float) -> None:
         """One submission finished."""
+        from gpushare.reports.clean import line
+
+        learner = line(learner)  # a learner's name may be anything: never an escape here
         self.done += 1
         elapsed = time.monotonic() - self.started
         if not self.tty:

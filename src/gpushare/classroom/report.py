@@ -100,6 +100,7 @@ def render(
         f"<h1>{_e(t('title'))}</h1>",
         f'<p class="meta">{_e(t("made_by", version=__version__, seed=seed, n=len(rows)))}</p>',
         _summary(t, rows, graded, errors),
+        _isolation(t, graded),
     ]
     if diff is not None:
         parts.append(_diff(t, diff))
@@ -128,7 +129,9 @@ class _Words:
 
 
 def _e(value: object) -> str:
-    return html.escape(str(value), quote=True)
+    from gpushare.reports.clean import text  # bidi overrides and controls shown, not obeyed
+
+    return html.escape(text(value), quote=True)
 
 
 def _link(row: Row, name: str) -> str:
@@ -162,6 +165,20 @@ code {{ font-size: .88em; }}
 table.reasons {{ table-layout: fixed; }} table.reasons th:nth-child(1) {{ width: 66%; }}
 table.reasons th:nth-child(2) {{ width: 8%; }} table.reasons td {{ overflow-wrap: anywhere; }}
 </style></head><body>"""
+
+
+def _isolation(t: _Words, graded: list[Row]) -> str:
+    """The banner: at which isolation level learners' scripts ran, loud when at ``none``."""
+    counts: dict[str, int] = {}
+    for r in graded:
+        counts[r.isolation or "?"] = counts.get(r.isolation or "?", 0) + 1
+    if not counts:
+        return ""
+    levels = ", ".join(f"{level} ({n})" for level, n in sorted(counts.items()))
+    out = f'<p class="meta">{_e(t("isolation_used", levels=levels))}</p>'
+    if counts.get("none"):
+        out += f'<p class="warning"><b>{_e(t("isolation_none", n=counts["none"]))}</b></p>'
+    return out
 
 
 def _summary(t: _Words, rows: list[Row], graded: list[Row], errors: list[Row]) -> str:
@@ -431,13 +448,14 @@ def _everyone(t: _Words, rows: list[Row]) -> str:
     out = [
         f"<h2>{_e(t('everyone'))}</h2>",
         f"<table><tr><th>{_e(t('learner'))}</th><th>{_e(t('score'))}</th>"
-        f"<th>{_e(t('status'))}</th><th>{_e(t('snapshot'))}</th><th>{_e(t('files'))}</th></tr>",
+        f"<th>{_e(t('status'))}</th><th>{_e(t('isolation'))}</th><th>{_e(t('snapshot'))}</th>"
+        f"<th>{_e(t('files'))}</th></tr>",
     ]
     for r in rows:
         score = f"{r.score}/{r.max_score}" if r.score is not None else "-"
         out.append(
             f"<tr><td>{_e(r.folder)}</td><td class='n'>{_e(score)}</td>"
-            f'<td class="{_e(r.status)}">{_e(t(r.status))}</td>'
+            f'<td class="{_e(r.status)}">{_e(t(r.status))}</td><td>{_e(r.isolation)}</td>'
             f"<td><code>{_e(r.snapshot)}</code></td>"
             f'<td><a href="{_link(r, "results.json")}">results.json</a> · '
             f'<a href="{_link(r, "junit.xml")}">junit.xml</a></td></tr>'

@@ -3,8 +3,10 @@
 The worker writes the learner's ``results.json`` and ``junit.xml`` itself and hands back the
 JSON and what the grade cost: the worker's own CPU time (ours: unpacking, the cluster views,
 the checks, the outputs) and its children's (the learner's scripts, run by a step's background
-work in their sandbox). A grade that struck its time limit may leave a checks thread behind, so that
-worker retires and a fresh one is forked for the next submission.
+work in their sandbox). A grade that struck its time limit may leave a checks thread behind, so
+that worker retires and a fresh one is forked for the next submission. Every worker grades under
+the memory cap of :mod:`gpushare.grading.guard`: a grade past it is that learner's error row,
+and the worker retires.
 """
 
 from __future__ import annotations
@@ -55,7 +57,10 @@ def scratch_in(root: Path) -> Any:
     parent removes at the end (a killed worker cannot clean up after itself)."""
 
     def init() -> None:
+        from gpushare.grading import guard
+
         tempfile.tempdir = str(root)
+        guard.cap_memory()  # for the worker's life: it only grades strangers' snapshots
 
     return init
 
@@ -68,6 +73,10 @@ def grade_one(task: Task) -> tuple[dict[str, Any], bool]:
 
     t0, c0 = time.monotonic(), os.times()
     retire = False
+    if not task.unsafe_no_sandbox:  # the uid level: this submission's and results' folders
+        from gpushare.sandbox import levels
+
+        levels.protect_at_uid([task.snapshot.parent, task.folder.parent])
     try:
         outcome = grade(
             Options(
@@ -87,7 +96,12 @@ def grade_one(task: Task) -> tuple[dict[str, Any], bool]:
     except (OptionError, GradeError) as exc:
         results = _error(task, str(exc), "cluster")
     except Exception as exc:  # a bug of ours: this submission's row says so, the class goes on
-        error = f"{type(exc).__name__}: {exc}"
+        from gpushare.grading import guard
+
+        if guard.out_of_memory(exc):
+            error = guard.memory_message()
+        else:
+            error = f"{type(exc).__name__}: {exc}"
         results = _error(task, error, "grader", detail=T("grade_crashed", error=error[:300]))
         retire = True
     c1 = os.times()

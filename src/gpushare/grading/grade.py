@@ -181,7 +181,9 @@ def _outcome(
 
 
 def _error(msg: str) -> int:
-    print(msg if msg.startswith("gpushare:") else f"gpushare: {msg}", file=sys.stderr)
+    from gpushare.reports.clean import line  # a snapshot's names and answers are in it
+
+    print(line(msg if msg.startswith("gpushare:") else f"gpushare: {msg}"), file=sys.stderr)
     return EXIT_ERROR
 
 
@@ -272,6 +274,18 @@ def _policy(path: str | None) -> Any:
 
 def run_cli(args: argparse.Namespace) -> int:
     started = time.monotonic()
+    if not args.snapshot:
+        return _run_cli(args, started)
+    # a stranger's file: its grade is bounded in memory and time (gpushare.grading.guard)
+    from gpushare.grading import guard
+
+    if args.timeout is None:
+        args.timeout = guard.SNAPSHOT_TIMEOUT
+    with guard.bounded(args.timeout, f"the grade of {args.snapshot}"):
+        return _run_cli(args, started)
+
+
+def _run_cli(args: argparse.Namespace, started: float) -> int:
     try:
         outcome = grade(options_from(args), started)
     except Exception as exc:
@@ -284,6 +298,10 @@ def run_cli(args: argparse.Namespace) -> int:
             return _error(f"bad snapshot: {exc}")
         if isinstance(exc, OptionError | GradeError):
             return _error(str(exc))
+        from gpushare.grading import guard
+
+        if guard.out_of_memory(exc):
+            return _error(f"could not grade: {guard.memory_message()}")
         raise
     outcome.write(args.json, args.junitxml)
     report = outcome.report

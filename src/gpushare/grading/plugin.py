@@ -189,7 +189,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         else:
             exc = call.excinfo.value if call.excinfo else RuntimeError("unknown")
             text, error = gs.feedback(meta["number"], exc)
-            report.longrepr = f"{gs.headline(meta['number'])}\n{text}"
+            from gpushare.reports.clean import text as shown  # pytest's terminal and XML
+
+            report.longrepr = shown(f"{gs.headline(meta['number'])}\n{text}")
             gs.record(meta, item.nodeid, False, text, error)
     return report
 
@@ -235,7 +237,9 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     report = gs.report()
     terminalreporter.write("\n")
     if not report.complete:
-        terminalreporter.write_line(f"gpushare: could not grade: {report.could_not_grade}")
+        from gpushare.reports.clean import line
+
+        terminalreporter.write_line(line(f"gpushare: could not grade: {report.could_not_grade}"))
         return
     terminalreporter.write(
         terminal.render(report, color=terminalreporter.hasmarkup, feedback=False)

@@ -19,7 +19,7 @@ from typing import Any
 from gpushare.grading import background
 from gpushare.grading.checks import CheckFailed, T
 from gpushare.grading.labstate import ClusterUnreadable
-from gpushare.lab.kubeapi import ApiError, KubeconfigError, Unreachable
+from gpushare.kube.errors import ApiError, KubeconfigError, Unreachable
 from gpushare.locations import default_fixtures
 from gpushare.reports import messages, results
 from gpushare.submissions.workdir import Workdir
@@ -30,12 +30,12 @@ class GradeError(Exception):
 
 
 def _isolation(snapshot: bool, unsafe_no_sandbox: bool) -> Any:
-    """The sandbox policy (:func:`gpushare.sandbox.isolation.choose`), as a GradeError."""
-    from gpushare.sandbox import isolation
+    """The isolation level (:func:`gpushare.sandbox.levels.choose`), as a GradeError."""
+    from gpushare.sandbox import levels
 
     try:
-        return isolation.choose(snapshot=snapshot, unsafe_no_sandbox=unsafe_no_sandbox)
-    except isolation.IsolationUnavailable as exc:
+        return levels.choose(strangers=snapshot, unsafe_no_sandbox=unsafe_no_sandbox)
+    except levels.IsolationUnavailable as exc:
         raise GradeError(f"gpushare: {exc}") from None
 
 
@@ -76,6 +76,7 @@ class GradeSession:
         self.state: Any = None
         self._read_closed = False
         self.background: dict[str, background.Closable] = {}  # what the steps declared, started
+        self.isolation: str | None = None  # the level learners' code had, once it was started
         self.active = False
         # one per session: it caches parsed files
         self.work = Workdir(workdir, snapshot.recorded if snapshot else None)
@@ -87,12 +88,14 @@ class GradeSession:
         todo = {name: start for name, start in wanted.items() if name not in self.background}
         if not todo:
             return
+        sandbox = _isolation(self.snapshot is not None, self.unsafe_no_sandbox)
+        self.isolation = sandbox.level if sandbox is not None else "none"
         context = background.Context(
             workdir=self.workdir,
             shown_workdir=self.snapshot.manifest.get("workdir") if self.snapshot else None,
             fixtures=self.fixtures,
             seed=self.seed,
-            sandbox=_isolation(self.snapshot is not None, self.unsafe_no_sandbox),
+            sandbox=sandbox,
         )
         for name, start in todo.items():
             try:
@@ -111,11 +114,12 @@ class GradeSession:
         """Reach the cluster and start its read, with the dry-runs the graders declare.
 
         Which cluster: ``--kubeconfig``, else ``$KUBECONFIG``, else the lab, as it is (see
-        :mod:`gpushare.lab.kubeconfigs`). Anything that keeps us from talking to it, a lab that
+        :mod:`gpushare.kube.config`). Anything that keeps us from talking to it, a lab that
         is not up included, is a :class:`GradeError`: one line, exit status 2.
         """
         from gpushare.grading.labstate import LabState
-        from gpushare.lab import kubeconfigs
+        from gpushare.kube.config import resolve
+        from gpushare.kube.connect import connect
 
         self.active = True
         modules = list(grader_modules)
@@ -139,9 +143,9 @@ class GradeSession:
             return
         # The lab is graded as it is, like any other cluster: never started or repaired here
         # (a node the learner deleted stays deleted); `make grade` runs `gpushare up` first.
-        target = kubeconfigs.resolve(self.kubeconfig, self.context, self.cluster)
+        target = resolve(self.kubeconfig, self.context, self.cluster)
         try:
-            client, identity = kubeconfigs.connect(target, timeout=3.0)
+            client, identity = connect(target, timeout=3.0)
             self.identity = identity.as_dict()
             self.server = client.server
             client.get("/version")
@@ -192,14 +196,14 @@ class GradeSession:
     def _runtimes(self, learner: dict[str, str]) -> dict[str, str]:
         """The learner's python3 and PyYAML (as captured) against those the script gets here,
         so a grade says so where they differ (a script may behave differently on another)."""
-        from gpushare.sandbox import isolation
+        from gpushare.sandbox import runtime
 
         if self.unsafe_no_sandbox:
             from gpushare.submissions.snapshot import learner_runtime
 
             here = learner_runtime()
         else:
-            found = isolation.find_runtime()
+            found = runtime.find()
             here = {"python3": found.python_version, "pyyaml": found.pyyaml_version or "none"}
 
         def show(r: dict[str, str]) -> str:
@@ -343,4 +347,5 @@ class GradeSession:
             could_not_grade=self.could_not_grade,
             could_not_grade_detail=self.could_not_grade_detail,
             timed_out=self.timed_out,
+            isolation=self.isolation,
         )

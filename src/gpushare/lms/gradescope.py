@@ -15,7 +15,9 @@ wrote in the lab pod, which holds the cluster's answers. What the learner reads:
 
 - a snapshot: the grade, under the policy (:mod:`gpushare.reports.policy`), with a hard deadline
   below Gradescope's 10 minutes, so a script that never ends still leaves partial results
-  (Gradescope's own limit would leave a 0 and no output at all);
+  (Gradescope's own limit would leave a 0 and no output at all), under the memory cap of
+  :mod:`gpushare.grading.guard`, and with the seed ``class grade`` gives the same file (from its
+  content hash: :func:`seed_of`), so a regrade of one upload is the same grade;
 - no upload, or not a snapshot: what to upload and how (``make submit``), score 0;
 - a grade that could not be taken (an answer missing from the snapshot, the sandbox refused,
   a bug of ours): no results.json at all, exit 2, the reason on stdout, which only
@@ -321,23 +323,36 @@ def run(root: Path) -> int:
         lang = messages.resolve_lang(settings["lang"])
     except ValueError:
         lang = messages.DEFAULT_LANG
+    from gpushare.sandbox import levels  # uid level: none of ours readable by the runs
+
+    levels.protect_at_uid([root / "source", root / "results", root / "submission", root])
     upload, problem, params = find_upload(root / "submission")
     if upload is None:
         return _learner_problem(results, problem, params, lang, started)
-    print(f"gpushare: grading {upload.relative_to(root)}")
+    print(f"gpushare: grading {_names([upload], root)}")
+    from gpushare.grading import guard
     from gpushare.grading.grade import OptionError, Options, grade
     from gpushare.grading.session import GradeError
+    from gpushare.sandbox.isolation import IsolationUnavailable
     from gpushare.submissions.snapshot import SnapshotError
 
     try:
         options = Options(
             snapshot=upload,
             lang=lang,
+            seed=seed_of(upload),
             timeout=float(settings["timeout"]),
             policy=_load_policy(source, settings),
             unsafe_no_sandbox=_without_sandbox(settings),
         )
-        outcome = grade(options, started)
+        with guard.capped_memory():
+            outcome = grade(options, started)
+    except IsolationUnavailable as exc:
+        return _not_graded(str(exc))
+    except (MemoryError, RuntimeError) as exc:
+        if not guard.out_of_memory(exc):
+            raise
+        return _not_graded(guard.memory_message())
     except SnapshotError as exc:
         name = _names([upload], root / "submission")
         params = {"name": name, "reason": str(exc)}
@@ -346,7 +361,9 @@ def run(root: Path) -> int:
         return _not_graded(str(exc))
     report = outcome.report
     if not report.complete and not report.timed_out:
-        print(json.dumps(report.as_json(), ensure_ascii=False, indent=2))
+        from gpushare.reports.clean import text
+
+        print(text(json.dumps(report.as_json(), ensure_ascii=False, indent=2)))
         return _not_graded(f"could not grade: {report.could_not_grade}")
     write_json(results, gradescope_json(report))
     from gpushare.reports import terminal
@@ -354,8 +371,21 @@ def run(root: Path) -> int:
     print(terminal.render(report, color=False), end="")
     print(f"results.json: {results}")
     if report.timed_out:
-        print(f"gpushare: could not finish: {report.could_not_grade}")
+        from gpushare.reports.clean import line
+
+        print(line(f"gpushare: could not finish: {report.could_not_grade}"))
     return outcome.exit_status
+
+
+def seed_of(upload: Path) -> int:
+    """The seed of the unseen cases: from the snapshot's content hash, as ``class grade``
+    derives it with its default ``--seed 0``; so every run on one upload (a regrade, a rerun)
+    judges the same cases, and the same as the class report. A file with no readable hash is
+    refused by the grade anyway."""
+    from gpushare.classroom.inputs import seed_for
+    from gpushare.submissions.snapshot import peek_digest
+
+    return seed_for(0, peek_digest(upload))
 
 
 def _load_policy(source: Path, settings: dict[str, Any]) -> Any:
@@ -371,16 +401,13 @@ def _load_policy(source: Path, settings: dict[str, Any]) -> Any:
 
 
 def _without_sandbox(settings: dict[str, Any]) -> bool:
-    """``auto``: grade without bubblewrap where the container cannot run it (Docker's default
-    seccomp profile refuses user namespaces); instructors read a note on stdout."""
+    """Never: a snapshot is strangers' work, graded at ``bubblewrap`` where the container
+    allows it, else at ``uid`` (Gradescope runs us as root). ``require`` refuses anything but
+    ``bubblewrap`` (no score, as for any grade that could not be taken)."""
     if settings.get("sandbox") == "require":
-        return False
-    from gpushare.sandbox import isolation
+        from gpushare.sandbox import levels
 
-    found = isolation.probe()
-    if found.isolation is None:
-        print(f"gpushare: note: grading without the sandbox: {found.reason}")
-        return True
+        levels.choose(strangers=True, minimum=levels.BUBBLEWRAP)
     return False
 
 
@@ -389,13 +416,17 @@ def _learner_problem(
 ) -> int:
     data = upload_results(problem, params, lang, time.monotonic() - started)
     write_json(results, data)
-    print(f"gpushare: {problem}: {data['output']}")
+    from gpushare.reports.clean import text
+
+    print(text(f"gpushare: {problem}: {data['output']}"))
     return EXIT_FAILED
 
 
 def _not_graded(reason: str) -> int:
     """No results.json: Gradescope's "failed to execute" state, no score recorded."""
-    print(reason if reason.startswith("gpushare:") else f"gpushare: {reason}")
+    from gpushare.reports.clean import line
+
+    print(line(reason if reason.startswith("gpushare:") else f"gpushare: {reason}"))
     print("gpushare: no results.json written: this submission is not graded (not a zero)")
     return EXIT_ERROR
 

@@ -8,21 +8,20 @@ so an LMS reads the same thing from either entry point.
 from __future__ import annotations
 
 import os
-import re
 import socket
 import tempfile
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
 from pathlib import Path
 
+from gpushare.reports import clean
 from gpushare.reports.results import Report
-
-# characters XML 1.0 cannot carry (learner files may put them into feedback)
-_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
 def _safe(text: str) -> str:
-    return _ILLEGAL.sub(lambda m: f"#x{ord(m.group()):02X}", text)
+    """Feedback for XML: learner files and script output may hold characters XML 1.0 cannot
+    carry, and escapes that a CI log would play on a terminal (see reports.clean)."""
+    return clean.text(text)
 
 
 def write(
@@ -49,8 +48,8 @@ def write(
         hostname=socket.gethostname(),
     )
     props = ET.SubElement(suite, "properties")
-    for name, value in report.properties().items():
-        ET.SubElement(props, "property", name=name, value=_safe(value))
+    for name, value in report.properties().items():  # known names only (results.py)
+        ET.SubElement(props, "property", name=name, value=clean.line(value))
     for check in report.checks:
         case = ET.SubElement(
             suite,

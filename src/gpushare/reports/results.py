@@ -12,8 +12,28 @@ from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import Any
 
-from gpushare import __version__
-from gpushare.lab import versions
+from gpushare import __version__, versions
+
+# What a JUnit XML may say about what was graded, besides the grade's own properties: these
+# keys of Report.cluster, in this order, and no other. A snapshot's manifest chooses the rest
+# of that mapping (its ``cluster`` keys), and a key named ``score`` there once became a second
+# ``score`` property that an LMS could read instead of the real one.
+GRADED_PROPERTIES = (
+    "snapshot",
+    "snapshot_sha256",
+    "learner",
+    "captured_at",
+    "kubeconfig",
+    "kubeconfig_source",
+    "context",
+    "cluster",
+    "server",
+    "user",
+    "uid",
+    "runtime_learner",
+    "runtime_grader",
+    "runtime_note",
+)
 
 
 def number_key(number: str) -> tuple[int, ...]:
@@ -85,6 +105,7 @@ class Report:
     could_not_grade_detail: Any = None
     timed_out: bool = False  # the deadline struck: finished checks keep their results
     policy: str | None = None
+    isolation: str | None = None  # the learner's runs' level: bubblewrap, uid, none
 
     @property
     def complete(self) -> bool:
@@ -184,6 +205,7 @@ class Report:
             ),
             "timed_out": self.timed_out,
             "policy": self.policy,
+            "isolation": self.isolation,
         }
 
     def properties(self) -> dict[str, str]:
@@ -195,6 +217,7 @@ class Report:
             "complete": "true" if self.complete else "false",
             "seed": str(self.seed),
             "lang": self.lang,
+            "isolation": self.isolation or "",
             "tool_version": meta["tool_version"],
             "kwok_version": versions.KWOK,
             "kubernetes_version": versions.KUBERNETES,
@@ -211,9 +234,10 @@ class Report:
             props["not_visible"] = " ".join(
                 f"{c.number}:{c.visibility}" for c in self.not_visible()
             )
-        for key, value in (self.cluster or {}).items():
-            if value is not None:
-                props[key] = str(value)
+        graded = self.cluster or {}
+        for key in GRADED_PROPERTIES:
+            if graded.get(key) is not None and key not in props:
+                props[key] = str(graded[key])
         return props
 
     def as_json(self) -> dict[str, Any]:

@@ -1,6 +1,9 @@
 """The learner's terminal: a table per step, then each failure's feedback, nothing to scroll.
 
 Colour only on a terminal (and never with ``NO_COLOR``); a pipe or a CI log gets plain text.
+What a snapshot or a learner's files put into the report (feedback, learner, paths, times) is
+passed through :mod:`gpushare.reports.clean` before it is painted: the only escape sequences
+on the instructor's terminal are our own colours.
 """
 
 from __future__ import annotations
@@ -9,7 +12,7 @@ import os
 import sys
 import unicodedata
 
-from gpushare.reports import messages
+from gpushare.reports import clean, messages
 from gpushare.reports.results import Report
 
 GREEN, RED, BOLD, DIM, RESET = "\x1b[32m", "\x1b[31m", "\x1b[1m", "\x1b[2m", "\x1b[0m"
@@ -58,8 +61,11 @@ def render(report: Report, *, color: bool, feedback: bool = True) -> str:
     verdict = report.verdict()
     if verdict:
         out.append(paint(GREEN, "  " + verdict))
-    out.append(paint(DIM, f"  seed={report.seed}  lang={lang}  workdir={report.workdir}"))
-    graded = report.cluster or {}
+    workdir = clean.line(report.workdir)
+    out.append(paint(DIM, f"  seed={report.seed}  lang={lang}  workdir={workdir}"))
+    if report.isolation:  # how the learner's script ran (gpushare.sandbox.levels)
+        out.append(paint(DIM, f"  isolation={report.isolation}"))
+    graded = {k: clean.line(v) for k, v in (report.cluster or {}).items() if v is not None}
     if graded.get("snapshot"):  # what was judged, so nobody grades the wrong one unseen
         out.append(paint(DIM, f"  snapshot={graded['snapshot']}"))
         out.append(
@@ -75,11 +81,11 @@ def render(report: Report, *, color: bool, feedback: bool = True) -> str:
         out.append(
             paint(
                 DIM,
-                f"  kubeconfig={graded['kubeconfig']} ({graded['kubeconfig_source']})"
-                f"  context={graded['context'] or '-'}",
+                f"  kubeconfig={graded.get('kubeconfig')} ({graded.get('kubeconfig_source')})"
+                f"  context={graded.get('context') or '-'}",
             )
         )
-        out.append(paint(DIM, f"  server={graded['server']}  user={graded['user'] or '-'}"))
+        out.append(paint(DIM, f"  server={graded.get('server')}  user={graded.get('user') or '-'}"))
     failed = [c for c in shown if not c.passed]
     if feedback and failed:
         out.append("")
@@ -87,6 +93,6 @@ def render(report: Report, *, color: bool, feedback: bool = True) -> str:
         for c in failed:
             head = f"[{c.number}] {c.title}  (0/{c.max_score})"
             out.append(paint(RED, head))
-            out.extend("    " + line for line in c.output.splitlines())
+            out.extend("    " + line for line in clean.text(c.output).splitlines())
             out.append("")
     return "\n".join(out).rstrip() + "\n"

@@ -19,7 +19,6 @@ import os
 import select
 import sys
 import time
-from collections.abc import Callable
 
 from gpushare.sandbox import limits as _limits
 
@@ -30,8 +29,6 @@ _ABORT_SIGNALS = (_signal.SIGTERM, _signal.SIGHUP, _signal.SIGINT)
 # kernel still delivers the pending SIGKILL once they wake up.
 _CLEANUP_GIVE_UP_S = 2.0
 _EXEC_FAILED = 127
-# How long bubblewrap's init may take to exit after its command did (it does at once).
-_SANDBOX_EXIT_S = 0.05
 
 
 def _prctl(option: int, arg: int) -> None:
@@ -125,22 +122,19 @@ def _kill_exact(pid: int, start: int) -> bool:
         os.close(pidfd)
 
 
-def _kill_tree(main_pid: int, wake_fd: int = -1, grace: float = 0.0) -> tuple[int, dict[int, int]]:
-    """Kill and reap every descendant; return (strays killed besides main_pid, wait statuses).
+def _kill_tree(main_pid: int) -> tuple[int, dict[int, int]]:
+    """The ``none`` level's cleanup: kill and reap every descendant; return (strays killed
+    besides main_pid, wait statuses).
 
     Because we are a subreaper, a live descendant always has a chain of parents up to us, so once
     waitpid reports that we have no child at all, nothing of the script's tree is left. Reaping
     comes first, so a script that left nothing behind costs no scan of /proc. Killing the whole
-    tree each round (not level by level) keeps a fork loop from outrunning us. ``grace``: how
-    long children may take to exit by themselves first (SIGCHLD wakes ``wake_fd``): bubblewrap's
-    init ends right after its command, and its pid namespace with it, with no scan needed.
+    tree each round (not level by level) keeps a fork loop from outrunning us.
     """
     me = os.getpid()
     killed: set[int] = set()
     statuses: dict[int, int] = {}
-    now = time.monotonic()
-    give_up = now + _CLEANUP_GIVE_UP_S
-    grace_until = now + grace if wake_fd >= 0 else now
+    give_up = time.monotonic() + _CLEANUP_GIVE_UP_S
     while True:
         try:
             while True:
@@ -150,35 +144,109 @@ def _kill_tree(main_pid: int, wake_fd: int = -1, grace: float = 0.0) -> tuple[in
                 statuses[pid] = status
         except ChildProcessError:
             return len(killed), statuses
-        now = time.monotonic()
-        if now > give_up:
+        if time.monotonic() > give_up:
             return len(killed), statuses
-        if now < grace_until:
-            if select.select([wake_fd], [], [], grace_until - now)[0]:
-                os.read(wake_fd, 512)
-            continue
         for pid, start in _live_descendants(me):
             if _kill_exact(pid, start) and pid != main_pid:
                 killed.add(pid)
         time.sleep(0.001)  # let the SIGKILLed processes die before reaping them
 
 
-def _spawn(
-    argv: list[bytes],
-    env: dict[bytes, bytes],
-    reaper_pid: int,
-    caps: _limits.Limits = _limits.NO_LIMITS,
-    cgroup_procs: list[bytes] | None = None,
-    extra_fd: tuple[int, int] | None = None,
-) -> tuple[int, bool]:
+def _kill_uid(uid: int, gid: int) -> tuple[int, dict[int, int]]:
+    """The ``uid`` level's cleanup: end every process of the run's own uid, then reap.
+
+    A killer forked from us drops to the run's uid and sends ``kill(-1, SIGKILL)`` (every
+    process it may signal: those of its uid, wherever they are, ``setsid`` daemons included)
+    until none is left. kill(-1) cannot say so (it counts every process it looked at), so the
+    killer asks the kernel's per-uid count instead: with ``RLIMIT_NPROC`` at 2 its fork
+    succeeds only when it is the uid's last process. We are a subreaper, so the orphans come
+    to us and are reaped here meanwhile (a zombie still counts). Returns (processes reaped
+    besides the killer, wait statuses).
+    """
+    killer = os.fork()
+    if killer == 0:  # pragma: no cover - the killer
+        code = 1
+        try:
+            import resource
+
+            os.setgroups([])
+            os.setresgid(gid, gid, gid)
+            os.setresuid(uid, uid, uid)
+            resource.setrlimit(resource.RLIMIT_NPROC, (2, 2))
+            give_up = time.monotonic() + _CLEANUP_GIVE_UP_S
+            while time.monotonic() < give_up:
+                os.kill(-1, _signal.SIGKILL)
+                try:
+                    probe = os.fork()
+                except BlockingIOError:  # EAGAIN: a process of the uid is still there
+                    time.sleep(0.0005)
+                    continue
+                if probe == 0:
+                    os._exit(0)
+                os.waitpid(probe, 0)
+                code = 0
+                break
+        finally:
+            os._exit(code)
+    statuses: dict[int, int] = {}
+    give_up = time.monotonic() + _CLEANUP_GIVE_UP_S + 1
+    while time.monotonic() < give_up:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid:
+            statuses[pid] = status
+        elif killer in statuses:
+            break  # none of the uid is left; what remains of our children is not the run's
+        else:
+            time.sleep(0.001)
+    statuses.pop(killer, None)
+    return len(statuses), statuses
+
+
+def _drop_privileges(uid: int, gid: int) -> None:
+    """Become the run's own uid and gid, with no supplementary group (the script's process,
+    just before exec). From root only; a non-root grader passes -1 and keeps its uid."""
+    if uid < 0:
+        return
+    os.setgroups([])
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+
+
+# keyctl(2) has no libc wrapper: its system call number per machine.
+_SYS_KEYCTL = {"x86_64": 250, "aarch64": 219, "i686": 288, "armv7l": 311, "ppc64le": 311}
+_KEYCTL_JOIN_SESSION_KEYRING = 1
+
+
+def _new_session_keyring() -> None:
+    """Join a new, empty, anonymous session keyring: the grader's keys (and the keys of any
+    keyring it possesses) are no longer possessed by the script. Where the kernel or a seccomp
+    filter refuses keyctl, the script cannot reach any keyring either."""
+    number = _SYS_KEYCTL.get(os.uname().machine)
+    if number is None:
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.syscall(number, _KEYCTL_JOIN_SESSION_KEYRING, None) < 0:
+        err = ctypes.get_errno()
+        if err not in (errno_ENOSYS, errno_EPERM, errno_EACCES):
+            raise OSError(err, f"keyctl(JOIN_SESSION_KEYRING): {os.strerror(err)}")
+
+
+errno_ENOSYS, errno_EPERM, errno_EACCES = 38, 1, 13
+
+
+def _spawn(request: _Request, reaper_pid: int, extra_fd: tuple[int, int] | None) -> int:
     """Fork and exec the script in a new session, stdin on /dev/null; raise OSError if exec fails.
 
-    Before exec the child joins the run's cgroups (``cgroup_procs``) and sets its rlimits, so
-    everything the script starts is capped. ``extra_fd`` is ``(fd, number)``: ``fd`` is handed
-    to the script as descriptor ``number`` (bubblewrap's status pipe). Returns the pid and
-    whether joining the cgroups worked. A hand-written fork/exec rather than ``subprocess``:
+    Before exec the child sets its rlimits, joins a new session keyring and becomes the run's
+    own uid (when given one): everything the script starts is capped, and none of it is the
+    grader. ``extra_fd`` is ``(fd, number)``: ``fd`` is handed to the script as descriptor
+    ``number`` (bubblewrap's status pipe). A hand-written fork/exec rather than ``subprocess``:
     that module alone costs more to import than the rest of the supervisor.
     """
+    argv, env = request.argv, request.env
     err_r, err_w = os.pipe()  # close-on-exec: EOF without data means exec succeeded
     pid = os.fork()
     if pid == 0:  # pragma: no cover - child, replaced by exec
@@ -192,9 +260,7 @@ def _spawn(
                     os.set_inheritable(fd, True)
                 else:
                     os.dup2(fd, number)  # inheritable
-            if cgroup_procs and not _limits.join(cgroup_procs):
-                os.write(err_w, b"c")  # runs on, with rlimits and the watchdog only
-            _limits.apply_rlimits(caps)
+            _limits.apply_rlimits(request.limits, processes=request.own_uid)
             _signal.set_wakeup_fd(-1)
             # Python ignores SIGPIPE and SIGXFSZ, and ignored signals survive exec: restore them,
             # or e.g. `yes | head -1` inside the script would never end.
@@ -202,7 +268,10 @@ def _spawn(
                 _signal.signal(sig, _signal.SIG_DFL)
             _signal.pthread_sigmask(_signal.SIG_SETMASK, ())
             os.setsid()
-            # Dies with the reaper even if the reaper is SIGKILLed (kept across exec).
+            # Dies with the reaper even if the reaper is SIGKILLed (kept across exec, not across
+            # the uid change: set after it).
+            _drop_privileges(request.uid, request.gid)
+            _new_session_keyring()
             _prctl(_PR_SET_PDEATHSIG, _signal.SIGKILL)
             if os.getppid() != reaper_pid:
                 os._exit(_EXEC_FAILED)
@@ -223,13 +292,11 @@ def _spawn(
     finally:
         os.close(err_r)
     data = b"".join(chunks)
-    joined = not data.startswith(b"c")
-    data = data.lstrip(b"c")
     if data:
         os.waitpid(pid, 0)
         err = int(data) if data.isdigit() else 0
         raise OSError(err, os.strerror(err) if err else "cannot start", argv[0])
-    return pid, joined
+    return pid
 
 
 def _has_exited(pid: int) -> bool:
@@ -237,49 +304,27 @@ def _has_exited(pid: int) -> bool:
     return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
 
 
-def _wait_for_script(
-    pid: int,
-    deadline: float,
-    ctl_fd: int,
-    wake_fd: int,
-    max_procs: int = 0,
-    count: Callable[[], int] | None = None,
-) -> str:
+def _wait_for_script(pid: int, deadline: float, ctl_fd: int, wake_fd: int) -> str:
     """Block until the script exits, the deadline passes or the grader intervenes.
 
-    Returns "exit", "timeout", "kill" (the grader wants it ended: output cap reached), "abort"
-    (the grader is gone or asked us to stop) or "procs" (more than ``max_procs`` processes at
-    once: the watchdog of :mod:`gpushare.sandbox.limits`, used where no pids cgroup caps them;
-    ``count`` counts the run's processes, by default our descendants in a scan of /proc). SIGCHLD
-    and abort signals wake us through the signal wakeup fd, so none of them can be missed
-    between a check and the poll.
+    Returns "exit", "timeout", "kill" (the grader wants it ended: output cap reached) or "abort"
+    (the grader is gone or asked us to stop). SIGCHLD and abort signals wake us through the
+    signal wakeup fd, so none of them can be missed between a check and the poll.
     """
     poller = select.poll()
     poller.register(ctl_fd, select.POLLIN)
     poller.register(wake_fd, select.POLLIN)
-    baseline = _limits.threads_total() if max_procs else -1
-    watch = baseline >= 0
     while True:
         if _has_exited(pid):
             return "exit"
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return "timeout"
-        wait_s = min(remaining, _limits.WATCH_INTERVAL_S) if watch else remaining
-        for fd, _events in poller.poll(int(wait_s * 1000) + 1):
+        for fd, _events in poller.poll(int(remaining * 1000) + 1):
             if fd == ctl_fd:
                 return "kill" if os.read(ctl_fd, 64) else "abort"
             if any(sig in _ABORT_SIGNALS for sig in os.read(wake_fd, 512)):
                 return "abort"
-        if watch:
-            total = _limits.threads_total()
-            if total - baseline > max_procs // 2:
-                counted = count() if count else len(_live_descendants(os.getpid()))
-                if counted > max_procs:
-                    return "procs"
-                # Others' processes (a busy machine) made the count: look again only after
-                # as much growth again, or a busy machine would cost a scan every time.
-                baseline = total - counted
 
 
 def _report(fd: int, line: str) -> None:
@@ -307,10 +352,9 @@ def _reap_one(request: _Request, master_pid: int) -> int:
 
     Runs in a fresh fork of the master with the run's pipes in place: control pipe on stdin,
     the script's stdout and stderr on 1 and 2, status lines on ``request.status_fd``:
-    ``reaper N`` first, ``pid N`` once the script runs, then ``done RC|none TIMED_OUT N
-    LIMITS`` (LIMITS: ``-`` or the caps it ran into, comma-separated), or ``exec ERRNO`` /
-    ``cwd ERRNO`` if it could not be started, ``unstarted RC`` if bubblewrap could not start it
-    (its stderr says why), or ``error MESSAGE``.
+    ``reaper N`` first, ``pid N`` once the script runs, then ``done RC|none TIMED_OUT N``, or
+    ``exec ERRNO`` / ``cwd ERRNO`` if it could not be started, ``unstarted RC`` if bubblewrap
+    could not start it (its stderr says why), or ``error MESSAGE``.
     """
     start = time.monotonic()
     status_fd = request.status_fd
@@ -330,33 +374,42 @@ def _reap_one(request: _Request, master_pid: int) -> int:
         return 0
     wake_r, _wake_w = _wake_pipe()
     _signal.pthread_sigmask(_signal.SIG_SETMASK, ())  # blocked by the master around the fork
-    caps = request.limits
-    cgroup = _limits.RunCgroup(caps, os.getpid())
-    try:
-        code = _run_capped(request, start, wake_r, cgroup)
-        _detach(status_fd)  # the grader has its result: it need not wait for what follows
-        return code
-    finally:
-        cgroup.remove()
+    code = _run(request, start, wake_r)
+    _detach(status_fd)  # the grader has its result: it need not wait for what follows
+    _reap_orphans()
+    return code
 
 
-def _run_capped(request: _Request, start: float, wake_r: int, cgroup: _limits.RunCgroup) -> int:
-    """Start, watch and end the script of one run, inside its cgroup; report how it went."""
+def _reap_orphans(within: float = 0.5) -> None:
+    """Reap what is still coming to us, a subreaper (bubblewrap's init dies just after bwrap):
+    a zombie left to init would still count against the run's uid in the next grade that
+    has it (its ``RLIMIT_NPROC``, the ``uid`` level's count of what is left)."""
+    give_up = time.monotonic() + within
+    while time.monotonic() < give_up:
+        try:
+            if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                time.sleep(0.001)
+        except ChildProcessError:
+            return
+
+
+def _run(request: _Request, start: float, wake_r: int) -> int:
+    """Start, watch and end the script of one run; report how it went.
+
+    The end is the level's own (``request.cleanup``): ``pidns``, bubblewrap's pid namespace,
+    ended with its first process (killed if need be; ``--die-with-parent`` takes the rest);
+    ``uid``, every process of the run's uid (:func:`_kill_uid`); ``tree``, every descendant of
+    ours, found in /proc (:func:`_kill_tree`: the unisolated level).
+    """
     status_fd = request.status_fd
-    caps = request.limits
     json_r = json_w = -1
     if request.status_fd_number >= 0:  # bubblewrap's own status, on a pipe of ours
         json_r, json_w = os.pipe()
         os.set_blocking(json_r, False)
     try:
         try:
-            pid, joined = _spawn(
-                request.argv,
-                request.env,
-                os.getpid(),
-                caps,
-                cgroup.procs_files,
-                (json_w, request.status_fd_number) if json_w >= 0 else None,
+            pid = _spawn(
+                request, os.getpid(), (json_w, request.status_fd_number) if json_w >= 0 else None
             )
         except OSError as exc:
             _report(status_fd, f"exec {exc.errno or 0}")
@@ -365,19 +418,20 @@ def _run_capped(request: _Request, start: float, wake_r: int, cgroup: _limits.Ru
             if json_w >= 0:
                 os.close(json_w)
         _report(status_fd, f"pid {pid}")
-        watch = caps.processes if not (joined and cgroup.caps_processes) else 0
-        count = _SandboxCount(json_r) if watch and json_r >= 0 else None
-        outcome = _wait_for_script(pid, start + request.timeout, 0, wake_r, watch, count)
+        outcome = _wait_for_script(pid, start + request.timeout, 0, wake_r)
         for sig in _ABORT_SIGNALS:  # cleanup must not be interrupted half-way
             _signal.signal(sig, _signal.SIG_IGN)
         if outcome != "exit":
             os.kill(pid, _signal.SIGKILL)  # our unreaped child: its pid cannot have been reused
-        grace = _SANDBOX_EXIT_S if json_r >= 0 and outcome == "exit" else 0.0
-        leftovers, statuses = _kill_tree(pid, wake_r, grace)
+        if request.cleanup == "uid":
+            leftovers, statuses = _kill_uid(request.uid, request.gid)
+            leftovers -= pid in statuses
+        elif request.cleanup == "pidns":
+            leftovers, statuses = 0, {pid: os.waitpid(pid, 0)[1]}
+        else:
+            leftovers, statuses = _kill_tree(pid)
         # bubblewrap writes the exit code only of a command it did start.
-        status_json = (
-            count.rest() if count is not None else _read_all(json_r) if json_r >= 0 else b""
-        )
+        status_json = _read_all(json_r) if json_r >= 0 else b""
         started = json_r < 0 or b'"exit-code"' in status_json
     finally:
         if json_r >= 0:
@@ -394,44 +448,8 @@ def _run_capped(request: _Request, start: float, wake_r: int, cgroup: _limits.Ru
     else:
         rc = str(os.waitstatus_to_exitcode(status))
         timed_out = 0
-    hits = cgroup.hits() + (["processes"] if outcome == "procs" else [])
-    limits_hit = ",".join(dict.fromkeys(hits)) or "-"
-    _report(status_fd, f"done {rc} {timed_out} {leftovers} {limits_hit}")
+    _report(status_fd, f"done {rc} {timed_out} {max(0, leftovers)}")
     return 0
-
-
-class _SandboxCount:
-    """Counts the processes of a bubblewrap sandbox: the entries of its own /proc.
-
-    The sandbox's first process (``child-pid`` in bwrap's status) sees the sandbox's root, and
-    in it a /proc of the sandbox's pid namespace, listing its processes only: one directory
-    read, where a scan of the machine's /proc reads a file per process (too slow to keep up with
-    a fork bomb). Falls back to that scan if the status is not there yet or the path is denied.
-    """
-
-    def __init__(self, status_fd: int) -> None:
-        self.status_fd = status_fd
-        self.status = b""
-        self.proc: str | None = None
-
-    def __call__(self) -> int:
-        if self.proc is None:
-            self.status += _read_all(self.status_fd)
-            marker = b'"child-pid":'
-            at = self.status.find(marker)
-            digits = self.status[at + len(marker) :].lstrip().split(b",")[0].split(b"}")[0]
-            if at >= 0 and digits.strip().isdigit():
-                self.proc = f"/proc/{int(digits)}/root/proc"
-        if self.proc:
-            try:
-                return sum(name.isdigit() for name in os.listdir(self.proc))
-            except OSError:
-                self.proc = ""  # not allowed here: scan instead
-        return len(_live_descendants(os.getpid()))
-
-    def rest(self) -> bytes:
-        """What bwrap wrote after what was read here (the exit code comes last)."""
-        return self.status + _read_all(self.status_fd)
 
 
 def _detach(status_fd: int) -> None:
@@ -461,7 +479,8 @@ class _Request:
     """One run as the grader sent it: NUL-separated fields plus four file descriptors.
 
     Fields: ``run``, timeout, cwd, limits (:meth:`gpushare.sandbox.limits.Limits.encode`), the
-    descriptor number on which the command (bubblewrap) wants a status pipe or empty, argc,
+    descriptor number on which the command (bubblewrap) wants a status pipe or empty, the
+    cleanup (``pidns``, ``uid`` or ``tree``), the run's uid and gid (-1: the grader's), argc,
     argv..., then ``KEY=VALUE`` environment entries. Descriptors: control pipe (read end),
     stdout and stderr pipes, status pipe (write ends).
     """
@@ -471,7 +490,7 @@ class _Request:
             raise ValueError(f"expected 4 descriptors, got {len(fds)}")
         self.ctl_fd, self.out_fd, self.err_fd, self.status_fd = fds
         fields = data.split(b"\0")
-        if fields[0] != b"run" or len(fields) < 7:
+        if fields[0] != b"run" or len(fields) < 10:
             raise ValueError("malformed request")
         self.timeout = float(fields[1])
         self.cwd = fields[2]
@@ -479,9 +498,17 @@ class _Request:
         self.status_fd_number = int(fields[4]) if fields[4] else -1
         if not (-1 <= self.status_fd_number < 1024) or self.status_fd_number in (0, 1, 2):
             raise ValueError("malformed request")
-        argc = int(fields[5])
-        self.argv = fields[6 : 6 + argc]
-        self.env = dict(entry.split(b"=", 1) for entry in fields[6 + argc :] if entry)
+        self.cleanup = fields[5].decode()
+        self.uid, self.gid = int(fields[6]), int(fields[7])
+        if self.cleanup not in ("pidns", "uid", "tree") or (
+            self.cleanup == "uid" and self.uid <= 0
+        ):
+            raise ValueError("malformed request")
+        # RLIMIT_NPROC counts per uid: set here only when the uid is the run's own.
+        self.own_uid = self.uid > 0
+        argc = int(fields[8])
+        self.argv = fields[9 : 9 + argc]
+        self.env = dict(entry.split(b"=", 1) for entry in fields[9 + argc :] if entry)
         if len(self.argv) != argc or not argc:
             raise ValueError("malformed request")
 
@@ -497,7 +524,6 @@ def _received_fds(ancdata: list[tuple[int, int, bytes]]) -> list[int]:
 
 def _start_reaper(request: _Request, sock_fd: int, wake: tuple[int, int]) -> int:
     """Fork a reaper for ``request``; return its pid. The master keeps none of the run's fds."""
-    _limits.cgroup_bases()  # found once, in the master: every reaper forked after has them
     blocked = (_signal.SIGCHLD, *_ABORT_SIGNALS)
     _signal.pthread_sigmask(_signal.SIG_BLOCK, blocked)  # until the child has its own wake pipe
     try:
@@ -592,7 +618,6 @@ def _reap_children(reapers: set[int], *, block: bool) -> None:
         if pid == 0:
             return
         reapers.discard(pid)
-        _limits.sweep(_limits.cgroup_bases())  # the groups of a reaper that was killed
 
 
 _MAX_REQUEST = 1 << 20  # a request holds argv and the environment: far below this

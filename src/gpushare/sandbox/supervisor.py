@@ -18,10 +18,11 @@ socket, the run's pipes included. For each run the master forks a *reaper*, whic
   same of the grader), and also treats the end of its control pipe from the grader as "abort",
   so no run outlives the grader;
 * starts the script in a new session with stdin on ``/dev/null`` and stdout/stderr on pipes read
-  by the grader, enforces the time limit, and in the end SIGKILLs every descendant, repeating
-  until it has no child left (only then can no descendant remain).
+  by the grader, enforces the time limit, and in the end ends everything it started the way
+  its isolation level does (:mod:`gpushare.sandbox.levels`): bubblewrap's pid namespace, every
+  process of the run's own uid, or (level ``none``) every descendant, found in /proc.
 
-One reaper per run keeps runs apart: each cleans up its own tree only, and a script that kills
+One reaper per run keeps runs apart: each cleans up its own run only, and a script that kills
 its reaper loses its own run only. Forking the master costs about a millisecond where starting
 a Python interpreter per run cost some 30 ms of CPU, which on two cores is a good part of a
 one-second grade. Only reapers are subreapers, never the grader: a subreaper grader would
@@ -30,11 +31,12 @@ silently collect every orphan of every tool it runs.
 Every run is also capped in memory, processes, CPU time and file size
 (:mod:`gpushare.sandbox.limits`, :data:`DEFAULT_LIMITS`).
 
-By itself this is hygiene, not a security boundary: the script runs as the grader's user, with
-its filesystem and network, and could signal the grader itself. A supervisor given an
-:class:`gpushare.sandbox.isolation.Isolation` starts each run in a bubblewrap sandbox instead
-(its own namespaces, read-only binds of only what the script needs, no network), which is the
-boundary needed to run other people's scripts; see :mod:`gpushare.sandbox.isolation`. Linux only.
+At level ``none`` this is hygiene, not a security boundary: the script runs as the grader's
+user, with its filesystem and network. A supervisor given a
+:class:`gpushare.sandbox.levels.Sandbox` runs each script as a uid of its own (root) and in a
+new session keyring, in bubblewrap's namespaces where they can be made; what it may read of
+the grader's (its work dir, the manifest) is staged where only its grade's gid can read it.
+Linux only.
 """
 
 from __future__ import annotations
@@ -55,10 +57,11 @@ from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpushare.sandbox.limits import Limits
+from gpushare.sandbox.limits import DEFAULT_LIMITS, Limits
 
 if TYPE_CHECKING:
-    from gpushare.sandbox.isolation import Isolation
+    from gpushare.sandbox.ids import Slot
+    from gpushare.sandbox.levels import Sandbox
 
 # Where the ``gpushare`` package lives, for the master's ``sys.path`` (``-I`` leaves it out).
 _PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -81,13 +84,8 @@ _MAX_FD = os.sysconf("SC_OPEN_MAX")
 # The descriptor on which bubblewrap writes its status (a pipe the reaper reads).
 _BWRAP_STATUS_FD = 3
 
-MIB = 1024 * 1024
-# The caps of every run unless a supervisor is given others. Far above what the lab's script
-# needs (bash, awk, or python3 with PyYAML: some 30 MiB and a handful of processes; a Go `yq`
-# reserves 600 MiB of address space), far below what would hurt a shared machine.
-DEFAULT_LIMITS = Limits(
-    memory=512 * MIB, address_space=1024 * MIB, processes=64, cpu_seconds=10, file_size=64 * MIB
-)
+# World-writable folders a run at the ``uid`` level could leave files in: emptied of its files.
+_SHARED_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
 
 
 @dataclass
@@ -104,11 +102,10 @@ class RunResult:
     flood, the children it was still running. In the bubblewrap sandbox those die with the
     sandbox's pid namespace as soon as the script exits, so there it is mostly 0.
 
-    ``limits_hit`` names the caps the run ran into, where they can be seen: ``processes`` (a fork
-    failed at the cgroup's cap, or the watchdog ended the run: then ``returncode`` is -9) and
-    ``memory`` (the cgroup's OOM killer struck); a process over its RLIMIT_AS cap just fails to
-    allocate. ``isolated`` says whether the run was in the bubblewrap sandbox. There, a script
-    that dies of signal N reports ``128 + N`` (as a shell does), not -N.
+    ``isolation`` names the level the run had (:mod:`gpushare.sandbox.levels`). In the
+    bubblewrap sandbox a script that dies of signal N reports ``128 + N`` (as a shell does),
+    not -N. A process over a cap (:mod:`gpushare.sandbox.limits`) just fails to fork or
+    allocate.
     """
 
     _: KW_ONLY
@@ -119,8 +116,11 @@ class RunResult:
     truncated: bool
     duration: float
     leftover_killed: int
-    limits_hit: tuple[str, ...] = ()
-    isolated: bool = False
+    isolation: str = "none"
+
+    @property
+    def isolated(self) -> bool:
+        return self.isolation == "bubblewrap"
 
     def __hash__(self) -> int:
         return hash(self._values())
@@ -254,24 +254,34 @@ class Supervisor:
         self,
         *,
         start: str = "auto",
-        isolation: Isolation | None = None,
+        sandbox: Sandbox | None = None,
         limits: Limits = DEFAULT_LIMITS,
     ) -> None:
         """``start``: how to start the master, ``fork``, ``spawn`` or ``auto`` (fork when this
-        process has no other thread); tests use the first two. ``isolation``: run every script
-        in that bubblewrap sandbox (None: unsandboxed, as the grader's user). ``limits``: the
-        caps of every run."""
-        self.isolation = isolation
+        process has no other thread); tests use the first two. ``sandbox``: the level of every
+        run (:func:`gpushare.sandbox.levels.choose`; None: ``none``, the grader's uid).
+        ``limits``: the caps of every run."""
+        from gpushare.sandbox.levels import NO_SANDBOX
+
+        self.sandbox = sandbox or NO_SANDBOX
+        self.isolation = self.sandbox.isolation
         self.limits = limits
         if start not in ("auto", "fork", "spawn"):
             raise ValueError(f"start must be auto, fork or spawn, not {start!r}")
         if start != "fork" and not sys.executable:
             raise SandboxError("no Python interpreter path (sys.executable) to run the supervisor")
+        self._slot: Slot | None = None
+        self._stage: _Stage | None = None
+        if self.sandbox.own_uid:
+            self._stage = _Stage.make(self.sandbox)
+            self._slot = self._stage.slot
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self._proc = _Master(theirs.fileno(), start)
         except BaseException:
             ours.close()
+            if self._stage is not None:
+                self._stage.close()
             raise
         finally:
             theirs.close()
@@ -294,16 +304,18 @@ class Supervisor:
         if self._proc.wait(timeout=_MASTER_EXIT_S) is None:
             self._proc.kill()  # its reapers get SIGTERM (PDEATHSIG) and still clean up
             self._proc.wait()
+        if self._stage is not None:
+            self._stage.close()
+
+    @property
+    def level(self) -> str:
+        """The isolation level of every run: ``bubblewrap``, ``uid`` or ``none``."""
+        return self.sandbox.level
 
     @property
     def isolated(self) -> bool:
         """Whether runs are in the bubblewrap sandbox."""
         return self.isolation is not None
-
-    @property
-    def mode(self) -> str:
-        """``isolated`` (the bubblewrap sandbox) or ``unisolated``, as reports name it."""
-        return "isolated" if self.isolation is not None else "unisolated"
 
     def run(
         self,
@@ -335,24 +347,64 @@ class Supervisor:
         The script starts at once, whoever collects it and whenever: its time limit is kept by
         its reaper. Collect every submitted run, or close the supervisor (which ends them).
 
-        Sandboxed, the script sees ``cwd`` and the paths in ``readable`` (e.g. the manifest it
-        is given), read-only, and its environment is ``env`` (default: only the locale of
-        ours) with the sandbox's ``PATH``, ``HOME`` and ``TMPDIR``. Unsandboxed, ``readable``
-        changes nothing and ``env`` defaults to ours.
+        At ``bubblewrap`` and ``uid`` the script may read ``cwd`` and the paths in ``readable``
+        (e.g. the manifest it is given) and nothing else of the grader's; its environment is
+        ``env`` (default: only the locale of ours) with the run's ``PATH``, ``HOME`` and
+        ``TMPDIR``. At ``none``, ``readable`` changes nothing and ``env`` defaults to ours.
         """
         argv = _checked(argv, timeout, output_cap)
+        level = self.sandbox.level
+        uid = gid = -1
         status_fd = None
-        if self.isolation is not None:
+        shown: list[tuple[str, str]] = []  # (path the script saw, the grader's path)
+        home = ""
+        if level != "none":
             problem = _exec_problem(argv[0], cwd)
             if problem is not None:
                 return _Failed(problem)
-            env = self.isolation.environment(env)
+        if self._stage is not None:
+            assert self._slot is not None
+            try:
+                uid = self._slot.take()
+            except OSError as exc:
+                raise SandboxError(f"no uid for this run: {exc}") from None
+            gid = self._slot.gid
+            try:
+                pairs = self._stage.place(cwd, readable)
+                home = self._stage.home(uid) if level == "uid" else ""
+            except OSError as exc:
+                self._slot.give(uid)
+                raise SandboxError(f"could not stage the run's files: {exc}") from None
+        else:
+            pairs = [(os.path.abspath(p), os.path.abspath(p)) for p in [cwd, *readable]]
+        run_cwd: Path | str = cwd
+        if level == "bubblewrap":
+            from gpushare.sandbox.isolation import SCRATCH, environment
+
+            assert self.isolation is not None
+            env = environment(self.isolation.runtime, env, SCRATCH)
             argv = self.isolation.command(
-                argv, cwd=cwd, readable=readable, status_fd=_BWRAP_STATUS_FD
+                argv, cwd=os.fspath(cwd), binds=pairs, status_fd=_BWRAP_STATUS_FD
             )
             status_fd = _BWRAP_STATUS_FD
+        elif level == "uid":
+            from gpushare.sandbox.isolation import environment
+            from gpushare.sandbox.runtime import find
+
+            env = environment(find(), env, home)
+            staged = {original: copy for copy, original in pairs}
+            argv = [_restaged(arg, staged) for arg in argv]
+            run_cwd = staged[os.path.abspath(cwd)]
+            shown = [(copy, original) for copy, original in pairs if copy != original]
+        cleanup = {"bubblewrap": "pidns", "uid": "uid"}.get(level, "tree")
         request = _encode_request(
-            argv, cwd, timeout, os.environ if env is None else env, self.limits, status_fd
+            argv,
+            run_cwd,
+            timeout,
+            os.environ if env is None else env,
+            self.limits,
+            status_fd,
+            (cleanup, uid, gid),
         )
         start = time.monotonic()
         out_r, out_w = os.pipe()
@@ -368,6 +420,8 @@ class Supervisor:
         except BaseException as exc:
             for fd in ours:
                 os.close(fd)
+            if uid >= 0 and self._slot is not None:
+                self._slot.give(uid)
             if isinstance(exc, OSError):
                 raise SandboxError(
                     f"the sandbox supervisor is gone (exit status {self._proc.poll()}): {exc}"
@@ -376,9 +430,198 @@ class Supervisor:
         finally:
             for fd in (out_w, err_w, st_w, ctl_r):
                 os.close(fd)
+        done = _Done(self._slot, uid, home, shown) if uid >= 0 else None
         return Pending(
-            argv, cwd, start, start + timeout, output_cap, ours, isolated=status_fd is not None
+            argv, cwd, start, start + timeout, output_cap, ours, isolation=level, done=done
         )
+
+
+def _restaged(arg: str, staged: dict[str, str]) -> str:
+    """``arg`` with a path of the grader's replaced by its staged copy (the ``uid`` level)."""
+    for original, copy in staged.items():
+        if arg == original or arg.startswith(original.rstrip("/") + "/"):
+            return copy + arg[len(original) :]
+    return arg
+
+
+class _Stage:
+    """What runs with a uid of their own may read, copied where only their grade's gid can:
+    ``<stage>/work-N`` (a folder the script runs in) and ``<stage>/in-N`` (a file it is
+    given), in a folder of mode 0750 owned by the grader and the slot's gid; modes made
+    0640/0750 so that the gid reads (and executes) what the grader could. At ``uid`` each run
+    also gets a home of its own (0700, its uid), removed with the run."""
+
+    def __init__(self, slot: Slot, root: str, level: str) -> None:
+        self.slot, self.root, self.level = slot, root, level
+        self._copies: dict[tuple[str, tuple[tuple[str, int, int, int], ...]], str] = {}
+        self._count = 0
+        self._mutex = threading.Lock()
+
+    @classmethod
+    def make(cls, sandbox: Sandbox) -> _Stage:
+        import tempfile
+
+        from gpushare.sandbox import ids, levels
+
+        if sandbox.level == "uid":
+            levels.protect_once()
+        try:
+            slot = ids.allocate()
+        except OSError as exc:
+            raise SandboxError(f"no uid for the runs: {exc}") from None
+        try:
+            root = tempfile.mkdtemp(prefix="gpushare-stage-", dir="/tmp")
+            os.chown(root, -1, slot.gid)
+            os.chmod(root, 0o750)
+        except OSError:
+            slot.close()
+            raise
+        return cls(slot, root, sandbox.level)
+
+    def place(self, cwd: Path, readable: Sequence[Path]) -> list[tuple[str, str]]:
+        """(staged copy, grader's path) of ``cwd`` (copied once a grade) and of ``readable``."""
+        pairs = []
+        for path in [cwd, *readable]:
+            original = os.path.abspath(os.fspath(path))
+            with self._mutex:
+                key = (original, _signature(original)) if path is cwd else None
+                copy = self._copies.get(key) if key else None
+                if copy is None:
+                    self._count += 1
+                    top = os.path.join(
+                        self.root, f"{'work' if path is cwd else 'in'}-{self._count}"
+                    )
+                    copy = _copy_bounded(original, top, self.root)
+                    _share(top, self.slot.gid)
+                    if key:
+                        self._copies[key] = copy
+            pairs.append((copy, original))
+        return pairs
+
+    def home(self, uid: int) -> str:
+        path = os.path.join(self.root, f"home-{uid}")
+        import shutil
+
+        shutil.rmtree(path, ignore_errors=True)
+        os.mkdir(path, 0o700)
+        os.chown(path, uid, self.slot.gid)
+        return path
+
+    def close(self) -> None:
+        import shutil
+
+        shutil.rmtree(self.root, ignore_errors=True)
+        self.slot.close()
+
+
+def _signature(folder: str) -> tuple[tuple[str, int, int, int], ...]:
+    """What a staged copy of ``folder`` is still good for: every entry's path, size, mode and
+    modification time (the runs of one grade share one copy; a folder changed is copied
+    again)."""
+    found = []
+    for count, (directory, dirs, files) in enumerate(os.walk(folder)):
+        if count > _STAGE_FILES:
+            break
+        for name in files + dirs:
+            with contextlib.suppress(OSError):
+                st = os.lstat(os.path.join(directory, name))
+                found.append(
+                    (os.path.join(directory, name), st.st_size, st.st_mode, st.st_mtime_ns)
+                )
+    return tuple(found)
+
+
+_STAGE_FILES = 10_000
+_STAGE_BYTES = 64 * 1024 * 1024
+
+
+def _copy_bounded(source: str, top: str, stage: str) -> str:
+    """Copy ``source`` (a folder, or a file: into ``top``) for the run; its path in the copy.
+    Regular files, folders and symlinks (as links) only, at most :data:`_STAGE_FILES` entries
+    and :data:`_STAGE_BYTES`; never the stage itself (a folder holding it)."""
+    import shutil
+
+    if not os.path.isdir(source):
+        os.mkdir(top)
+        dest = os.path.join(top, os.path.basename(source))
+        shutil.copyfile(source, dest)
+        shutil.copymode(source, dest)
+        return dest
+    if (stage + "/").startswith(source.rstrip("/") + "/"):
+        raise OSError(errno.EINVAL, "the folder holds the sandbox's own staging folder", source)
+    count = size = 0
+    for directory, dirs, files in os.walk(source):
+        rel = os.path.relpath(directory, source)
+        os.mkdir(os.path.normpath(os.path.join(top, rel)))
+        for name in sorted(files) + [d for d in dirs if os.path.islink(os.path.join(directory, d))]:
+            src, dest = (
+                os.path.join(directory, name),
+                os.path.normpath(os.path.join(top, rel, name)),
+            )
+            count += 1
+            st = os.lstat(src)
+            if stat.S_ISLNK(st.st_mode):
+                os.symlink(os.readlink(src), dest)
+            elif stat.S_ISREG(st.st_mode):
+                size += st.st_size
+                if size > _STAGE_BYTES:
+                    raise OSError(errno.EFBIG, "more than 64 MiB to stage", source)
+                shutil.copyfile(src, dest)
+                os.chmod(dest, stat.S_IMODE(st.st_mode))
+            if count > _STAGE_FILES:
+                raise OSError(errno.EFBIG, "more than 10,000 files to stage", source)
+        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(directory, d))]
+    return top
+
+
+def _share(top: str, gid: int) -> None:
+    """Give ``gid`` read access (and execute where anyone had it) to the tree at ``top``, and
+    nothing to others."""
+    for directory, _dirs, files in os.walk(top):
+        os.lchown(directory, -1, gid)
+        os.chmod(directory, 0o750)
+        for name in files:
+            path = os.path.join(directory, name)
+            if os.path.islink(path):
+                continue
+            os.chown(path, -1, gid)
+            os.chmod(path, 0o750 if os.stat(path).st_mode & 0o111 else 0o640)
+
+
+class _Done:
+    """What a run with a uid of its own gives back once it is over: the uid, its home, the
+    files it left in the world-writable folders, and its staged paths in its output."""
+
+    def __init__(
+        self, slot: Slot | None, uid: int, home: str, shown: list[tuple[str, str]]
+    ) -> None:
+        self.slot, self.uid, self.home, self.shown = slot, uid, home, shown
+
+    def release(self) -> None:
+        import shutil
+
+        if self.home:
+            shutil.rmtree(self.home, ignore_errors=True)
+            for directory in _SHARED_DIRS:
+                try:
+                    names = os.listdir(directory)
+                except OSError:
+                    continue
+                for name in names:
+                    path = os.path.join(directory, name)
+                    with contextlib.suppress(OSError):
+                        if os.lstat(path).st_uid == self.uid:
+                            if os.path.isdir(path) and not os.path.islink(path):
+                                shutil.rmtree(path, ignore_errors=True)
+                            else:
+                                os.unlink(path)
+        if self.slot is not None:
+            self.slot.give(self.uid)
+
+    def as_shown(self, text: str) -> str:
+        for copy, original in self.shown:
+            text = text.replace(copy, original)
+        return text
 
 
 def _exec_problem(path: str, cwd: Path) -> OSError | None:
@@ -417,11 +660,12 @@ class Pending:
         output_cap: int,
         fds: list[int],
         *,
-        isolated: bool = False,
+        isolation: str = "none",
+        done: _Done | None = None,
     ) -> None:
         self._argv, self._cwd, self._start = argv, cwd, start
         self._deadline, self._output_cap, self._fds = deadline, output_cap, fds
-        self._isolated = isolated
+        self._isolation, self._done = isolation, done
 
     def result(self) -> RunResult:
         """Wait for the run; raise OSError if it could not start, SandboxError on our failure."""
@@ -435,6 +679,12 @@ class Pending:
             for fd in self._fds:
                 os.close(fd)
         duration = time.monotonic() - self._start
+        done, self._done = self._done, None
+        if done is not None and b"\ndone " not in b"\n" + status:
+            done = None  # the reaper did not end it: its uid is not given to another run
+        if done is not None:
+            done.release()
+            out, err = (done.as_shown(x.decode("utf-8", "replace")).encode() for x in (out, err))
 
         script_pid = None
         for line in status.decode("utf-8", "replace").splitlines():
@@ -442,7 +692,7 @@ class Pending:
             if word == "pid" and rest.isdigit():
                 script_pid = int(rest)
             elif word == "done":
-                rc, timed_out, leftovers, hit = rest.split()
+                rc, timed_out, leftovers = rest.split()
                 return RunResult(
                     returncode=None if rc == "none" else int(rc),
                     stdout=out.decode("utf-8", "replace"),
@@ -451,8 +701,7 @@ class Pending:
                     truncated=truncated,
                     duration=duration,
                     leftover_killed=int(leftovers),
-                    limits_hit=() if hit == "-" else tuple(hit.split(",")),
-                    isolated=self._isolated,
+                    isolation=self._isolation,
                 )
             elif word == "unstarted":
                 raise _bwrap_failure(err.decode("utf-8", "replace"))
@@ -510,7 +759,7 @@ def run_untrusted(
     output_cap: int = 64 * 1024,
     env: dict[str, str] | None = None,
     readable: Sequence[Path] = (),
-    isolation: Isolation | None = None,
+    sandbox: Sandbox | None = None,
     limits: Limits = DEFAULT_LIMITS,
 ) -> RunResult:
     """Run ``argv`` (no shell) in ``cwd`` under a supervisor; see the module docstring for why.
@@ -525,7 +774,7 @@ def run_untrusted(
     starts and ends a supervisor of its own; for many runs, share a :class:`Supervisor`.
     """
     argv = _checked(argv, timeout, output_cap)
-    with Supervisor(isolation=isolation, limits=limits) as supervisor:
+    with Supervisor(sandbox=sandbox, limits=limits) as supervisor:
         return supervisor.run(
             argv, cwd=cwd, timeout=timeout, output_cap=output_cap, env=env, readable=readable
         )
@@ -548,11 +797,12 @@ def _checked(argv: list[str], timeout: float, output_cap: int) -> list[str]:
 
 def _encode_request(
     argv: list[str],
-    cwd: Path,
+    cwd: Path | str,
     timeout: float,
     env: Mapping[str, str],
     limits: Limits,
     status_fd: int | None,
+    who: tuple[str, int, int] = ("tree", -1, -1),
 ) -> bytes:
     """The master's wire format (see ``_Request``), refusing what execve could not take."""
     entries = []
@@ -569,6 +819,9 @@ def _encode_request(
         cwd_b,
         limits.encode(),
         b"" if status_fd is None else str(status_fd).encode(),
+        who[0].encode(),
+        str(who[1]).encode(),
+        str(who[2]).encode(),
         str(len(argv)).encode(),
     ]
     return b"\0".join([*fields, *map(os.fsencode, argv), *entries])

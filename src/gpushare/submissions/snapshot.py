@@ -14,9 +14,13 @@
 
 The whole hash is the sha256 of the sorted ``name sha256`` lines of the members: the
 content's identity, independent of tar and gzip metadata. Reading is defensive: size and count
-caps before anything is unpacked, only regular files, folders and links that stay inside,
-tarfile's ``data`` filter on top, every hash checked, and nothing written outside the scratch
-folder the caller gives. A bad snapshot is :class:`SnapshotError`: one line, exit 2.
+caps before anything is unpacked, tar headers checked before tarfile reads what they announce,
+JSON bounded before it is parsed (:mod:`gpushare.submissions.bounded`), the manifest's and the
+cluster answers' shapes checked in one place (:func:`manifest_problem`,
+:func:`cluster_problem`), only regular files, folders and links that stay inside, tarfile's
+``data`` filter on top, every hash checked, and nothing written outside the scratch folder the
+caller gives. A bad snapshot is :class:`SnapshotError`: one line, exit 2; never another
+exception, whatever the bytes.
 """
 
 from __future__ import annotations
@@ -36,9 +40,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpushare import __version__
-from gpushare.lab import versions
+from gpushare import __version__, versions
 from gpushare.reports.messages import T
+from gpushare.submissions import bounded
 from gpushare.submissions.workdir import MAX_BYTES, link_outside
 
 FORMAT = 1
@@ -46,7 +50,10 @@ SUFFIX = ".gpushare.tgz"
 MAX_ARCHIVE = 32 * 1024 * 1024  # compressed, on disk
 MAX_UNPACKED = 64 * 1024 * 1024  # all members' sizes added up
 MAX_MEMBERS = 5000
-MAX_CLUSTER_JSON = 32 * 1024 * 1024
+# The lab's cluster answers are some 50 KB; 8 MiB of JSON is at most a few hundred MB parsed
+# (eight-byte numbers in one array), which the memory cap of a grade still holds.
+MAX_CLUSTER_JSON = 8 * 1024 * 1024
+MAX_TEXT = 4096  # a manifest's strings: learner, workdir, the cluster's identity...
 _FIXED = ("manifest.json", "cluster.json")
 
 
@@ -64,7 +71,9 @@ class SnapshotError(Exception):
     KINDS = ("unreadable", "altered", "format", "refused")
 
     def __init__(self, message: str, kind: str = "unreadable", detail: T | None = None) -> None:
-        super().__init__(message)
+        from gpushare.reports import clean
+
+        super().__init__(clean.line(message))  # names in it are the snapshot's: no escapes
         self.kind = kind if kind in self.KINDS else "unreadable"
         self.detail = detail
 
@@ -226,7 +235,14 @@ def build(
 
 
 def _cluster_bytes(cluster: dict[str, Any]) -> bytes:
-    return json.dumps(cluster, sort_keys=True, ensure_ascii=False).encode()
+    raw = json.dumps(cluster, sort_keys=True, ensure_ascii=False).encode()
+    if len(raw) > MAX_CLUSTER_JSON:  # said at capture, not when the instructor grades it
+        raise SnapshotError(
+            f"the cluster's answers are {len(raw)} bytes of JSON, over the {MAX_CLUSTER_JSON} "
+            "a snapshot may hold (delete the objects the lab does not need)",
+            "refused",
+        )
+    return raw
 
 
 def _whole(members: dict[str, str]) -> str:
@@ -296,7 +312,19 @@ def load(path: Path, scratch: Path) -> Snapshot:
         return _load(path, scratch)
     except SnapshotError:
         raise
-    except (tarfile.TarError, EOFError, zlib.error, OSError, UnicodeDecodeError) as exc:
+    except bounded.TooLarge as exc:
+        raise SnapshotError(f"{path}: {exc}", "refused") from None
+    except MemoryError:
+        raise SnapshotError(f"{path} needs more memory than a grade may use", "refused") from None
+    except (
+        tarfile.TarError,
+        EOFError,
+        zlib.error,
+        OSError,
+        UnicodeError,
+        ValueError,
+        RecursionError,
+    ) as exc:
         raise SnapshotError(
             f"{path} is not a readable snapshot (corrupt or truncated: {exc})",
             detail=T("snapshot_corrupt", error=str(exc)[:200]),
@@ -310,7 +338,7 @@ def _load(path: Path, scratch: Path) -> Snapshot:
     unpacked = 0
     work = scratch / "work"
     work.mkdir(parents=True)
-    with tarfile.open(path, "r:gz") as tar:
+    with bounded.open_tar(path) as tar:
         for count, ti in enumerate(_members(tar)):
             if count >= MAX_MEMBERS:
                 raise SnapshotError(
@@ -359,13 +387,40 @@ def _load(path: Path, scratch: Path) -> Snapshot:
             T("snapshot_altered", members=tuple(changed[:5])),
         )
     try:
-        cluster = json.loads(cluster_raw)
+        cluster = bounded.json_loads(cluster_raw, "cluster.json")
+    except bounded.TooLarge:
+        raise
     except ValueError as exc:
         raise SnapshotError(
-            f"{path}: cluster.json is not JSON ({exc})",
+            f"{path}: cluster.json is not usable JSON ({exc})",
             detail=T("snapshot_cluster_not_json", error=str(exc)[:200]),
         ) from None
+    problem = cluster_problem(cluster)
+    if problem:
+        raise SnapshotError(
+            f"{path}: cluster.json {problem}", detail=T("snapshot_cluster_shape", problem=problem)
+        )
     return Snapshot(path, manifest, cluster, work)
+
+
+def peek_digest(path: Path) -> str:
+    """The content hash the manifest states (its first member, read alone, bounded), or ""
+    when it cannot be read. Not verified here: :func:`load` does that before any grade, so a
+    grade that goes ahead had exactly this hash."""
+    try:
+        if path.stat().st_size > MAX_ARCHIVE:
+            return ""
+        with bounded.open_tar(path) as tar:
+            first = tar.next()
+            if first is None or first.name != "manifest.json" or not first.isreg():
+                return ""
+            if first.size > MAX_BYTES:
+                return ""
+            manifest = bounded.json_loads(_read(tar, first), "the manifest")
+    except Exception:  # whatever it is, load() refuses it with the reason
+        return ""
+    digest = manifest.get("sha256") if isinstance(manifest, dict) else None
+    return digest if isinstance(digest, str) and _HEX64.fullmatch(digest) else ""
 
 
 def _members(tar: tarfile.TarFile):  # type: ignore[no-untyped-def]
@@ -395,18 +450,26 @@ def _read(tar: tarfile.TarFile, ti: tarfile.TarInfo) -> bytes:
 
 def _manifest(path: Path, raw: bytes) -> dict[str, Any]:
     try:
-        manifest = json.loads(raw)
+        manifest = bounded.json_loads(raw, "the manifest")
+    except bounded.TooLarge:
+        raise
+    except bounded.Malformed as exc:
+        raise SnapshotError(
+            f"{path}: {exc}", detail=T("snapshot_manifest_shape", problem=str(exc)[:200])
+        ) from None
     except ValueError:
         raise SnapshotError(
-            f"{path}: the manifest is not JSON", "format", T("snapshot_manifest_not_json")
+            f"{path}: the manifest is not usable JSON", "format", T("snapshot_manifest_not_json")
         ) from None
     if not isinstance(manifest, dict):
         raise SnapshotError(
             f"{path}: the manifest is not an object", "format", T("snapshot_manifest_not_object")
         )
-    if manifest.get("format") != FORMAT:
+    version = manifest.get("format")
+    if type(version) is not int or version != FORMAT:  # not True, which == 1
+        shown = repr(version)[:40]
         raise SnapshotError(
-            f"{path} has snapshot format {manifest.get('format')!r}; this gpushare reads "
+            f"{path} has snapshot format {shown}; this gpushare reads "
             f"format {FORMAT} (gpushare {__version__})",
             "format",
             T(
@@ -423,7 +486,178 @@ def _manifest(path: Path, raw: bytes) -> dict[str, Any]:
                 "format",
                 T("snapshot_manifest_missing", key=key),
             )
+    problem = manifest_problem(manifest)
+    if problem:
+        raise SnapshotError(
+            f"{path}: the manifest's {problem}",
+            detail=T("snapshot_manifest_shape", problem=problem[:200]),
+        )
     return manifest
+
+
+# --------------------------------------------------------------------------- shapes
+# What every reader of a snapshot may take for granted, checked once, here: the graders, the
+# session, the reports and the class code then never meet a list where a mapping belongs.
+
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+def _text(value: Any, limit: int = MAX_TEXT) -> bool:
+    return isinstance(value, str) and len(value) <= limit
+
+
+def _text_map(value: Any, most: int) -> bool:
+    """A mapping of at most ``most`` short strings to strings (or null)."""
+    return (
+        isinstance(value, dict)
+        and len(value) <= most
+        and all(_text(k, 64) and (v is None or _text(v)) for k, v in value.items())
+    )
+
+
+def manifest_problem(manifest: dict[str, Any]) -> str | None:
+    """What is wrong with a manifest's shape ("<field> is ..."), or None."""
+    if not _text(manifest["learner"]):
+        return "learner is not a name (a string)"
+    if not _text(manifest["captured_at"], 64):
+        return "captured_at is not a time (a string)"
+    if not (isinstance(manifest["sha256"], str) and _HEX64.fullmatch(manifest["sha256"])):
+        return "sha256 is not a sha256 (64 hex digits)"
+    members = manifest["members"]
+    if not (isinstance(members, dict) and len(members) <= MAX_MEMBERS + 1):
+        return "members is not a mapping of names to hashes"
+    if not all(_text(k) and isinstance(v, str) and _HEX64.fullmatch(v) for k, v in members.items()):
+        return "members is not a mapping of names to hashes"
+    if not _text_map(manifest["cluster"], 64):
+        return "cluster is not a mapping of names to strings"
+    for key in ("workdir", "gpushare_version"):
+        if key in manifest and not _text(manifest[key]):
+            return f"{key} is not a string"
+    for key in ("runtime", "lab_versions"):
+        if key in manifest and not _text_map(manifest[key], 16):
+            return f"{key} is not a mapping of names to strings"
+    recorded = manifest.get("recorded") or {}
+    if not (isinstance(recorded, dict) and len(recorded) <= MAX_MEMBERS):
+        return "recorded is not a mapping of paths to records"
+    for rel, entry in recorded.items():
+        if not (_text(rel) and isinstance(entry, dict) and _text(entry.get("kind"), 64)):
+            return "recorded is not a mapping of paths to records"
+        if "target" in entry and not _text(entry["target"]):
+            return "recorded is not a mapping of paths to records"
+        size = entry.get("size")
+        if size is not None and (type(size) is not int or size < 0):
+            return "recorded is not a mapping of paths to records"
+    return None
+
+
+def cluster_problem(cluster: Any) -> str | None:
+    """What is wrong with cluster.json's shape (see ``LabState.export``), or None.
+
+    Each answer: a GET's ``{"path", "value"}`` (an object, or null for absent) or a dry-run's
+    ``{"namespace", "body", "answer"}`` (null for admitted, else ``[status, reason,
+    message]``); a list answer's items are objects with a ``metadata.name``.
+    """
+    if not isinstance(cluster, dict):
+        return "is not an object"
+    if len(cluster) > 1000:
+        return "holds over 1000 answers"
+    for key, answer in cluster.items():
+        said = repr(key)[:60]
+        if not isinstance(answer, dict):
+            return f"answer {said} is not an object"
+        if "unreadable" in answer and not _text(answer["unreadable"]):
+            return f"answer {said}: unreadable is not a string"
+        if key.startswith("dry-run:"):
+            raw = answer.get("answer")
+            ok = raw is None or (
+                isinstance(raw, list)
+                and len(raw) == 3
+                and type(raw[0]) is int
+                and isinstance(raw[1], str)
+                and isinstance(raw[2], str)
+            )
+            if not ok:
+                return f"answer {said}: answer is not null or [status, reason, message]"
+            if not (_text(answer.get("namespace"), 253) and isinstance(answer.get("body"), dict)):
+                return f"answer {said}: no namespace and body"
+            continue
+        if "path" in answer and not _text(answer["path"]):
+            return f"answer {said}: path is not a string"
+        value = answer.get("value")
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            return f"answer {said}: value is not an object"
+        objects = [value]
+        if "items" in value:
+            items = value["items"]
+            if items is not None and not isinstance(items, list):
+                return f"answer {said}: items is not a list"
+            objects = items or []
+            for item in objects:
+                meta = item.get("metadata") if isinstance(item, dict) else None
+                if not (isinstance(meta, dict) and isinstance(meta.get("name"), str)):
+                    return f"answer {said}: an item has no metadata.name"
+        for obj in objects:
+            for part in ("metadata", "spec", "status"):
+                if obj.get(part) is not None and not isinstance(obj[part], dict):
+                    return f"answer {said}: {part} is not an object"
+            wrong = _field_problem(obj)
+            if wrong:
+                return f"answer {said}: {wrong}"
+    return None
+
+
+# Fields of the objects graded (Namespace, Node, ConfigMap, Pod, ResourceQuota) whose type the
+# apiserver fixes wherever they appear; the graders read them with that type in mind.
+_MAPPINGS = frozenset(
+    {"metadata", "spec", "resources", "limits", "requests", "nodeSelector", "affinity",
+     "nodeAffinity", "capacity", "allocatable", "hard", "used", "labels", "annotations"}
+)  # fmt: skip
+_LISTS_OF_MAPPINGS = frozenset(
+    {"containers", "initContainers", "conditions", "nodeSelectorTerms", "matchExpressions",
+     "tolerations", "taints", "managedFields", "ownerReferences"}
+)  # fmt: skip
+_STRING_MAPS = frozenset({"labels", "annotations", "nodeSelector"})
+_STRINGS = frozenset({"name", "namespace", "uid", "key", "operator", "nodeName", "image"})
+
+
+def _field_problem(obj: dict[str, Any]) -> str | None:
+    """The first field of ``obj`` (at any depth) whose type is not the apiserver's, or None.
+    A ConfigMap's ``data`` is strings, and a node-selector ``values`` a list of strings."""
+    if obj.get("kind") == "ConfigMap" or "data" in obj:
+        data = obj.get("data")
+        if data is not None and not (
+            isinstance(data, dict) and all(isinstance(v, str) for v in data.values())
+        ):
+            return "data is not a mapping of strings"
+    stack: list[Any] = [obj]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            stack.extend(node)
+            continue
+        if not isinstance(node, dict):
+            continue
+        for key, value in node.items():
+            if value is None or key == "fieldsV1":  # managedFields: the apiserver's own notes
+                continue
+            if key in _MAPPINGS and not isinstance(value, dict):
+                return f"{key} is not an object"
+            if key in _LISTS_OF_MAPPINGS and not (
+                isinstance(value, list) and all(isinstance(v, dict) for v in value)
+            ):
+                return f"{key} is not a list of objects"
+            if key in _STRING_MAPS and not all(isinstance(v, str) for v in value.values()):
+                return f"{key} is not a mapping of strings"
+            if key in _STRINGS and not isinstance(value, str):
+                return f"{key} is not a string"
+            if key == "values" and not (
+                isinstance(value, list) and all(isinstance(v, str) for v in value)
+            ):
+                return "values is not a list of strings"
+            stack.append(value)
+    return None
 
 
 def _unpack(path: Path, tar: tarfile.TarFile, ti: tarfile.TarInfo, scratch: Path) -> bytes:

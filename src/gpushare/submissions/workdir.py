@@ -4,7 +4,9 @@ Every read is bounded (size cap, regular files only, so a FIFO or /dev/zero behi
 cannot hang or flood a grader), and every failure is a value, not an exception: a
 :class:`FileProblem` that a check turns into feedback with the file, line and column. YAML is
 loaded with PyYAML's safe loader into dicts that remember the line of each key, so feedback can
-point at ``k8s/mig-job.yaml:14``.
+point at ``k8s/mig-job.yaml:14``, and within the bounds of :mod:`gpushare.submissions.bounded`
+(aliases, documents, nesting), checked before anything is expanded: :func:`load_yaml_text` is
+the one way a learner's YAML is read, from their files or from the cluster (a ConfigMap's data).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 import yaml
 
 from gpushare.reports.messages import T
+from gpushare.submissions import bounded
 
 MAX_BYTES = 1024 * 1024
 
@@ -115,10 +118,12 @@ def load_yaml_text(text: str, origin: str, first_line: int = 1) -> list[Any] | F
     """All documents of ``text``; a syntax error is a FileProblem at its line and column.
 
     PyYAML's own description of the error is kept (in English): it names the token, which a
-    translation could not; the sentence around it is the learner's language.
+    translation could not; the sentence around it is the learner's language. A text over a
+    bound of :mod:`~gpushare.submissions.bounded` is such an error too, at the line where the
+    bound was hit.
     """
     try:
-        docs = list(yaml.load_all(text, Loader=_LineLoader))
+        docs = bounded.yaml_documents(text, _LineLoader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         what = " ".join(filter(None, [exc.context, exc.problem])) or "syntax error"
@@ -128,7 +133,7 @@ def load_yaml_text(text: str, origin: str, first_line: int = 1) -> list[Any] | F
         return FileProblem(
             origin, T("yaml_invalid", line=line, column=mark.column + 1, error=what), line
         )
-    except (yaml.YAMLError, RecursionError, ValueError) as exc:
+    except (yaml.YAMLError, RecursionError, ValueError, MemoryError) as exc:
         return FileProblem(origin, T("yaml_invalid_nowhere", error=str(exc)[:200]))
     return docs
 

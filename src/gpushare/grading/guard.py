@@ -1,0 +1,115 @@
+"""The bounds of a process that grades a stranger's snapshot: its memory, and a hard deadline.
+
+The learner's script runs in the sandbox with caps of its own (:mod:`gpushare.sandbox`); but
+unpacking the snapshot, parsing its JSON and the learner's YAML, and every check run in the
+grader itself. Their inputs are bounded before they are parsed
+(:mod:`gpushare.submissions.bounded`); these are the backstop for whatever a bound missed:
+
+- **memory**: the grading process's data segment (``RLIMIT_DATA``: heap, anonymous mappings,
+  thread stacks; since Linux 4.7) is capped at :data:`MEMORY_CAP`, so an allocation past it
+  fails with MemoryError in that grade instead of taking the machine's memory. Only the soft
+  limit is lowered: the sandbox still sets its own caps for the learner's script, and the
+  limit is put back when the grade is over (``run_autograder`` and tests grade in-process).
+  A grade of the reference snapshot uses some 50 MiB of it.
+- **time**: ``--timeout`` ends the checks (finished ones keep their results); past it by
+  :data:`GRACE` seconds, :func:`bounded` ends the process (exit 2, one line), whatever it is
+  doing in Python code. The class pool kills its workers by pid at the same point.
+
+``gpushare grade --snapshot`` grades under both, with :data:`SNAPSHOT_TIMEOUT` when no
+``--timeout`` is given; ``class grade`` workers and ``run_autograder`` under the memory cap
+and their own deadlines.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import signal
+import sys
+from collections.abc import Iterator
+
+MIB = 1024 * 1024
+MEMORY_CAP = 1024 * MIB
+SNAPSHOT_TIMEOUT = 60.0  # as class grade's default
+GRACE = 15.0
+EXIT_ERROR = 2
+
+
+def memory_cap() -> int:
+    """:data:`MEMORY_CAP`, or ``$GPUSHARE_GRADE_MEMORY_MIB`` MiB when set (a whole number)."""
+    value = os.environ.get("GPUSHARE_GRADE_MEMORY_MIB", "")
+    return int(value) * MIB if value.isdigit() and int(value) > 0 else MEMORY_CAP
+
+
+def _lower(limit: int | None) -> tuple[int, tuple[int, int]]:
+    """Lower the soft ``RLIMIT_DATA`` to ``limit`` (default :func:`memory_cap`), never above
+    the limits already in force; (the limit now, the limits before)."""
+    limit = memory_cap() if limit is None else limit
+    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    for bound in (soft, hard):
+        if bound != resource.RLIM_INFINITY:
+            limit = min(limit, bound)
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
+    return limit, (soft, hard)
+
+
+@contextlib.contextmanager
+def capped_memory(limit: int | None = None) -> Iterator[int]:
+    """The memory cap for the block, then the limits as they were; gives the cap in force."""
+    value, before = _lower(limit)
+    try:
+        yield value
+    finally:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_DATA, before)
+
+
+def cap_memory(limit: int | None = None) -> int:
+    """The memory cap for good (a worker process that only grades); the cap in force."""
+    return _lower(limit)[0]
+
+
+@contextlib.contextmanager
+def hard_deadline(seconds: float, what: str) -> Iterator[None]:
+    """End the process (exit 2, one line on stderr saying ``what``) if the block is still
+    running after ``seconds``; the previous SIGALRM handler is put back after it."""
+
+    from gpushare.reports.clean import line
+
+    said = line(f"gpushare: could not grade: {what} ran past {seconds:g} s; ended") + "\n"
+
+    def strike(_signum: int, _frame: object) -> None:
+        sys.stderr.write(said)
+        sys.stderr.flush()
+        os._exit(EXIT_ERROR)
+
+    previous = signal.signal(signal.SIGALRM, strike)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@contextlib.contextmanager
+def bounded(timeout: float, what: str) -> Iterator[int]:
+    """A snapshot's grade in this process: memory capped, and ended ``GRACE`` s after
+    ``timeout``. Gives the memory cap in force."""
+    with capped_memory() as limit, hard_deadline(timeout + GRACE, what):
+        yield limit
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` is the memory cap striking: a failed allocation, or a thread whose
+    stack could not be mapped (thread stacks count in RLIMIT_DATA)."""
+    return isinstance(exc, MemoryError) or (
+        isinstance(exc, RuntimeError) and "can't start new thread" in str(exc)
+    )
+
+
+def memory_message(limit: int | None = None) -> str:
+    """One line for a grade that hit the memory cap."""
+    limit = memory_cap() if limit is None else limit
+    return f"the grade needed more than {limit // MIB} MiB of memory (a snapshot's grade cap)"

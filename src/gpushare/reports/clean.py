@@ -1,0 +1,84 @@
+"""Text from a snapshot, made harmless where people and programs read it: a terminal, XML,
+CSV, HTML.
+
+Everything in a snapshot is the learner's to choose: their script's output, their files, the
+manifest's learner, workdir, capture time and runtime, link targets, file names. On an
+instructor's terminal an escape sequence in any of them can write the clipboard (OSC 52),
+plant a link (OSC 8), retitle the window, or move the cursor up and paint "All checks passed.
+Total: 100/100" over the real result; a control character makes XML malformed; a CSV cell that
+starts with ``=`` is a formula to a spreadsheet. So every writer for those places passes such
+text through here:
+
+- :func:`text` (several lines: feedback, script output) and :func:`line` (one field: a learner,
+  a path) show each control character as its escape, ``\\x1b``, ``\\u202e``: C0 but newline
+  and tab (and those too in :func:`line`), DEL, C1, the bidirectional overrides and isolates
+  that reorder what is shown, and code points no UTF-8 or XML can carry. The attempt stays
+  visible, and inert: ``\\x1b]52;c;...`` is printable text.
+- :func:`csv_cell` is :func:`line`, and a cell that a spreadsheet would run (starting with
+  ``=``, ``+``, ``-``, ``@``, a tab or a carriage return, after spaces too) gets a leading
+  ``'``, as OWASP's "CSV injection" advice says.
+
+The learner-facing results.json keeps the text as it was: JSON escapes control characters
+itself, and the learner is owed their own output, byte for byte.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from typing import Any, TextIO
+
+# Bidirectional controls: ALM, LRM, RLM, LRE..RLO, LRI..PDI.
+_BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+# C0 but \t and \n, DEL and C1, bidi, surrogates, and the two non-characters XML refuses.
+_IN_TEXT = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_BIDI}\ud800-\udfff\ufffe\uffff]")
+_IN_LINE = re.compile(f"[\x00-\x1f\x7f-\x9f{_BIDI}\ud800-\udfff\ufffe\uffff]")
+_FORMULA = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def text(value: Any) -> str:
+    """``value`` as text for a terminal, XML or HTML: lines and tabs kept, no control."""
+    return _IN_TEXT.sub(_escape, str(value))
+
+
+def line(value: Any) -> str:
+    """``value`` as one line of such text: newlines and tabs escaped too."""
+    return _IN_LINE.sub(_escape, str(value))
+
+
+def csv_cell(value: Any) -> Any:
+    """A CSV cell: numbers as they are; text as :func:`line`, never a formula."""
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    cell = line(value)
+    if str(value).lstrip(" ").startswith(_FORMULA):  # tab and CR too, escaped or not
+        cell = "'" + cell
+    return cell
+
+
+def csv_row(values: list[Any]) -> list[Any]:
+    return [csv_cell(v) for v in values]
+
+
+class _CsvWriter:
+    """``csv.writer`` whose every cell goes through :func:`csv_cell`."""
+
+    def __init__(self, stream: TextIO, **options: Any) -> None:
+        self._writer = csv.writer(stream, **options)
+
+    def writerow(self, row: Any) -> Any:
+        return self._writer.writerow(csv_row(list(row)))
+
+    def writerows(self, rows: Any) -> None:
+        for row in rows:
+            self.writerow(row)
+
+
+def csv_writer(stream: TextIO, **options: Any) -> _CsvWriter:
+    """A CSV writer for a table that holds learners' text (grades.csv)."""
+    return _CsvWriter(stream, **options)

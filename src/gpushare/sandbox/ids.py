@@ -1,0 +1,130 @@
+"""The uids and gids learners' scripts run as: never the grader's, one uid per run at once.
+
+Root can always switch uid, so a root grader runs every script as an unprivileged uid of its
+own: at the ``uid`` level directly, at ``bubblewrap`` as the uid bwrap starts as (so the
+sandbox's uid maps to it on the host, never to root). A uid per concurrent run makes the
+kernel's per-uid counts the run's own: ``RLIMIT_NPROC`` caps that run's processes, and the
+cleanup ends every process of that uid (``kill(-1)`` as it) without touching anyone else's.
+
+The uids come from a range (``$GPUSHARE_SANDBOX_UIDS``, default 60800-60927: Debian's range for
+static system accounts below systemd's dynamic users at 61184), in slots of :data:`SLOT`: a
+grade (one supervisor) takes a slot, locked with ``flock`` so that concurrent graders on the
+machine never share one, and its runs take uids of it; the slot's first uid is the gid of
+every run of that grade (the group that may read its staged files). A slot any uid of which is
+an account of ``/etc/passwd`` is skipped. The range's last uid is for bwrap's trial run.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pwd
+import threading
+
+RANGE_ENV = "GPUSHARE_SANDBOX_UIDS"
+DEFAULT_RANGE = (60800, 60927)
+SLOT = 8
+
+
+class NoUid(OSError):
+    """No uid of the range is free (or the range is malformed)."""
+
+
+def uid_range() -> tuple[int, int]:
+    raw = os.environ.get(RANGE_ENV, "")
+    if not raw:
+        return DEFAULT_RANGE
+    first, sep, last = raw.partition("-")
+    try:
+        lo, hi = int(first), int(last)
+    except ValueError:
+        raise NoUid(f"${RANGE_ENV}={raw!r}: expected FIRST-LAST, e.g. 60800-60927") from None
+    if not (sep and lo >= 1000 and lo + SLOT <= hi < 2**31):
+        raise NoUid(f"${RANGE_ENV}={raw!r}: expected FIRST-LAST, FIRST >= 1000, {SLOT + 1}+ uids")
+    return lo, hi
+
+
+# CAP_CHOWN (staged files for the run's gid), CAP_SETGID, CAP_SETUID: capability(7) numbers.
+_NEEDED_CAPS = (1 << 0) | (1 << 6) | (1 << 7)
+
+
+def can_switch() -> bool:
+    """Whether we may run scripts as another uid: root with CAP_SETUID, CAP_SETGID and
+    CAP_CHOWN (a container that drops them keeps uid 0 but cannot switch)."""
+    if os.geteuid() != 0:
+        return False
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("CapEff:"):
+                    return int(line.split()[1], 16) & _NEEDED_CAPS == _NEEDED_CAPS
+    except (OSError, ValueError):
+        return True
+    return True
+
+
+def probe_uid() -> int:
+    return uid_range()[1]
+
+
+def _taken(uid: int) -> bool:
+    try:
+        pwd.getpwuid(uid)
+    except KeyError:
+        return False
+    return True
+
+
+class Slot:
+    """A grade's uids: ``gid`` and the uids its runs take (:meth:`take`, :meth:`give`)."""
+
+    def __init__(self, first: int, lock_fd: int) -> None:
+        self.gid = first
+        self._free = list(range(first + 1, first + SLOT))
+        self._lock_fd = lock_fd
+        self._mutex = threading.Lock()
+
+    def take(self) -> int:
+        with self._mutex:
+            if not self._free:
+                raise NoUid(f"more than {SLOT - 1} runs at once in one grade")
+            return self._free.pop(0)
+
+    def give(self, uid: int) -> None:
+        with self._mutex:
+            self._free.append(uid)
+
+    def close(self) -> None:
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)  # releases the flock
+            self._lock_fd = -1
+
+
+def _lock_dir() -> str:
+    # the same for every grader of the machine, whatever its TMPDIR
+    path = f"/tmp/gpushare-uids-{os.geteuid()}"
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        st = os.lstat(path)
+        if st.st_uid != os.geteuid() or not os.path.isdir(path) or os.path.islink(path):
+            raise NoUid(f"{path} is not ours") from None
+    return path
+
+
+def allocate() -> Slot:
+    """A free slot of the range, locked until :meth:`Slot.close` (or our exit)."""
+    lo, hi = uid_range()
+    directory = _lock_dir()
+    for first in range(lo, hi - SLOT + 1, SLOT):
+        fd = os.open(os.path.join(directory, str(first)), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue
+        if any(_taken(uid) for uid in range(first, first + SLOT)):
+            os.close(fd)
+            continue
+        return Slot(first, fd)
+    raise NoUid(f"no free slot of {SLOT} uids in {lo}-{hi} (${RANGE_ENV})")

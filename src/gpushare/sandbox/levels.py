@@ -1,0 +1,180 @@
+"""Isolation levels of learners' scripts, named, and which one a grade gets.
+
+=============  ==============================================================================
+``bubblewrap``  namespaces (:mod:`gpushare.sandbox.isolation`), as the run's own uid when the
+                grader is root; cleanup: the pid namespace.
+``uid``         where no user namespace can be made, root runs the script as a uid of its own
+                (:mod:`gpushare.sandbox.ids`), in a new session keyring, with the caps of
+                :mod:`gpushare.sandbox.limits`; what it may read of the grader's is staged, the
+                grader's own files made unreadable to other uids (:func:`protect`); cleanup:
+                every process of that uid.
+``none``        the grader's uid, caps only; only with ``--unsafe-no-sandbox``, or for a
+                learner grading their own work where nothing better runs (said once).
+=============  ==============================================================================
+
+Strangers' work (a snapshot, a class, Gradescope) gets ``bubblewrap`` where it runs, else
+``uid`` (always possible as root), else the grade is refused. The level used is recorded in
+every result (``isolation``).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from gpushare.sandbox.isolation import INSTALL_HINT, Isolation, IsolationUnavailable
+
+BUBBLEWRAP, UID, NONE = "bubblewrap", "uid", "none"
+LEVELS = (NONE, UID, BUBBLEWRAP)  # weakest first
+
+
+@dataclass
+class Sandbox:
+    """The level of a grade's runs; ``isolation`` is bwrap's, at the ``bubblewrap`` level."""
+
+    level: str
+    isolation: Isolation | None = None
+
+    @property
+    def own_uid(self) -> bool:
+        """Whether each run has a uid of its own (root grader, any level but ``none``)."""
+        if self.level == UID:
+            return True
+        return self.isolation is not None and self.isolation.uid >= 0
+
+
+NO_SANDBOX = Sandbox(NONE)
+_noticed = False
+
+
+def choose(*, strangers: bool, unsafe_no_sandbox: bool = False, minimum: str = UID) -> Sandbox:
+    """The level for a grade's runs.
+
+    ``strangers``: someone else's work (a snapshot, a class): at least ``minimum`` (``uid`` or
+    ``bubblewrap``), else :class:`IsolationUnavailable`, unless ``unsafe_no_sandbox`` (the
+    instructor's explicit flag: ``none``). A learner's own work gets the best level that runs,
+    and ``none`` with a note on stderr (once) when neither does.
+    """
+    global _noticed
+    if unsafe_no_sandbox:
+        return NO_SANDBOX
+    from gpushare.sandbox import ids
+    from gpushare.sandbox.isolation import probe
+
+    found = probe()
+    if strangers and os.geteuid() == 0 and not ids.can_switch():
+        raise IsolationUnavailable(
+            "refusing to run learners' scripts as root: this root lacks CAP_SETUID, CAP_SETGID "
+            "or CAP_CHOWN, so they cannot run as a uid of their own; give the grader those "
+            "capabilities, or run it as a non-root user"
+        )
+    if found.isolation is not None:
+        return Sandbox(BUBBLEWRAP, found.isolation)
+    if ids.can_switch() and minimum != BUBBLEWRAP:
+        try:
+            ids.uid_range()
+        except ids.NoUid as exc:
+            raise IsolationUnavailable(str(exc)) from None
+        return Sandbox(UID)
+    if strangers:
+        need = "bubblewrap" if minimum == BUBBLEWRAP else "bubblewrap, or root for the uid level"
+        raise IsolationUnavailable(
+            f"refusing to run learners' scripts without a sandbox ({need}): {found.reason}; "
+            f"{INSTALL_HINT}; or pass --unsafe-no-sandbox to run them unsandboxed (only for "
+            "trusted work)"
+        )
+    if not _noticed:
+        _noticed = True
+        print(
+            f"gpushare: note: bin/check-request.sh runs without a sandbox here ({found.reason})",
+            file=sys.stderr,
+        )
+    return NO_SANDBOX
+
+
+def _reachable_by_others(path: str) -> bool:
+    """Whether a uid that is neither owner nor group could reach ``path`` (every directory
+    above it searchable by others)."""
+    parent = os.path.dirname(os.path.abspath(path))
+    while True:
+        try:
+            if not os.stat(parent).st_mode & stat.S_IXOTH:
+                return False
+        except OSError:
+            return False
+        if parent == "/":
+            return True
+        parent = os.path.dirname(parent)
+
+
+def protect(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
+    """At the ``uid`` level, make the grader's files unreadable and unwritable to other uids:
+    each path that another uid could reach and read, write or search loses its bits for
+    others (``chmod o-rwx``; for a file still to be written, the folder it will be in).
+    Returns what changed. System folders (``/``, ``/usr``, ``/tmp``...) are never changed."""
+    changed = []
+    for raw in paths:
+        path = os.path.abspath(os.fspath(raw))
+        while not os.path.lexists(path):  # still to be written: the folder it will be in
+            path = os.path.dirname(path)
+        if path in _SYSTEM or os.path.islink(path):
+            continue
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        if st.st_mode & 0o007 and st.st_uid == os.geteuid() and _reachable_by_others(path):
+            os.chmod(path, stat.S_IMODE(st.st_mode) & ~0o007)
+            changed.append(path)
+    return changed
+
+
+_SYSTEM = {
+    "/",
+    "/usr",
+    "/tmp",
+    "/var",
+    "/var/tmp",
+    "/home",
+    "/opt",
+    "/srv",
+    "/etc",
+    "/dev",
+    "/dev/shm",
+    "/run",
+    "/mnt",
+    "/media",
+}
+
+
+def grader_paths() -> list[str]:
+    """The grader's own files no script may read: its home, its working folder (results are
+    written there unless told otherwise) and the graders (the package itself is public: a
+    learner has it in their pod)."""
+    from gpushare import locations
+
+    return [os.path.expanduser("~"), os.getcwd(), str(locations.graders_dir())]
+
+
+_protected = False
+
+
+def protect_once() -> None:
+    """:func:`protect` the grader's paths, once per process (the ``uid`` level)."""
+    global _protected
+    if not _protected:
+        _protected = True
+        protect(grader_paths())
+
+
+def protect_at_uid(paths: Iterable[str | os.PathLike[str]]) -> None:
+    """:func:`protect` ``paths`` when strangers' runs here would be at the ``uid`` level (root
+    without bubblewrap): a caller's own places (a class's folders, Gradescope's)."""
+    from gpushare.sandbox import ids
+    from gpushare.sandbox.isolation import probe
+
+    if ids.can_switch() and not probe().available:
+        protect(paths)
