@@ -89,7 +89,7 @@ def choose(*, strangers: bool, unsafe_no_sandbox: bool = False, minimum: str = U
     if not _noticed:
         _noticed = True
         print(
-            f"gpushare: note: bin/check-request.sh runs without a sandbox here ({found.reason})",
+            f"gpushare: note: learners' scripts run without a sandbox here ({found.reason})",
             file=sys.stderr,
         )
     return NO_SANDBOX

@@ -1,6 +1,6 @@
 """Run a learner's untrusted script for real, with a time limit, an output cap and full cleanup.
 
-The grader executes ``bin/check-request.sh <manifest>`` as the learner wrote it. Such a script may
+A lab's grader executes a learner's script (``bin/<script> <input>``) as they wrote it. It may
 hang, flood its output, or leave processes behind — including daemons that double-fork and call
 ``setsid``, which escape any process group or session we could kill. Left alone, those strays
 would outlive the grading run, hold our pipes open (so reading the output would never finish) and

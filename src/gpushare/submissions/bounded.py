@@ -6,7 +6,7 @@ module, because the standard parsers trust their input in ways a grader cannot:
 
 - **YAML aliases.** ``&a [*b, *b, ...]`` nine levels deep is 600 bytes that PyYAML loads into
   a small graph of shared objects, and that anything walking it (``json.dumps``, a deep copy,
-  a dump) expands to 9^9 nodes: 1 GB and 14 s in step 5 before these bounds. The documents
+  a dump) expands to 9^9 nodes: 1 GB and 14 s in a grader before these bounds. The documents
   are composed first (libyaml's composer, shared nodes), the graph is measured as it would be
   expanded, without expanding it, and only then constructed: at most :data:`MAX_YAML_NODES`
   nodes over all documents of a file, :data:`MAX_YAML_DOCUMENTS` documents, nesting at most
