@@ -29,11 +29,11 @@ def _fresh(source: Path) -> bool:
     )
 
 
-def test_every_room_every_grader_and_pyyaml_have_fresh_bytecode() -> None:
+def test_every_room_every_grader_its_lab_modules_and_pyyaml_have_fresh_bytecode() -> None:
     assert precompile(graders_dir())
     installed = [p for d in imported_packages() for p in d.rglob("*.py")]
     assert installed, "PyYAML not found: this test would not look at it"
-    modules = [*PACKAGE.rglob("*.py"), *graders_dir().glob("*.py"), *installed]
+    modules = [*PACKAGE.rglob("*.py"), *graders_dir().rglob("*.py"), *installed]
     rooms = {p.parent for p in PACKAGE.rglob("__init__.py")} - {PACKAGE}
     assert rooms, "the package has no subpackages: this test would prove nothing"
     stale = [str(p) for p in modules if not _fresh(p)]

@@ -35,13 +35,13 @@ def imported_packages() -> list[Path]:
 
 
 def precompile(*extra: Path) -> bool:
-    """Compile the package with all its rooms, the ``extra`` directories (their top level
-    only: the graders) and :data:`IMPORTED`; True when every file compiled (a read-only
-    install is left as it is)."""
+    """Compile the package with all its rooms, the ``extra`` directories (the graders, with
+    their lab's support modules) and :data:`IMPORTED`; True when every file compiled (a
+    read-only install is left as it is)."""
     ok = bool(compileall.compile_dir(PACKAGE, quiet=1))
     for directory in extra:
         if directory.is_dir():
-            ok = bool(compileall.compile_dir(directory, maxlevels=0, quiet=1)) and ok
+            ok = bool(compileall.compile_dir(directory, quiet=1)) and ok
     for directory in imported_packages():  # not ours: a read-only install says nothing
         ok = bool(compileall.compile_dir(directory, quiet=2)) and ok
     return ok
