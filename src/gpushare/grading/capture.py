@@ -1,6 +1,7 @@
 """``gpushare snapshot``: capture a learner's cluster and work dir into one hashed file.
 
-Capture reads exactly what grading reads, through the same :class:`GradeSession` connect
+Capture reads exactly what grading reads, through the same session
+(:func:`~gpushare.grading.grade.open_session`) and its connect
 (the same kubeconfig precedence, the same dry-runs the graders declare), so a snapshot holds
 every answer a later grade needs, and grading it gives the verdicts a live grade gives at
 that moment. It is read-only, like grading.
@@ -14,7 +15,8 @@ import time
 from pathlib import Path
 
 from gpushare.grading import runner
-from gpushare.grading.session import GradeError, GradeSession
+from gpushare.grading.grade import Options, open_session
+from gpushare.grading.session import GradeError
 from gpushare.locations import default_workdir, graders_dir
 from gpushare.submissions import snapshot
 
@@ -29,15 +31,10 @@ def take(
     out: Path | None = None,
 ) -> Path:
     """Capture and write; GradeError (one line) when the cluster cannot be read."""
-    session = GradeSession(
-        workdir=workdir,
-        kubeconfig=kubeconfig,
-        cluster=cluster,
-        context=context,
-        lang="en",
-        seed=0,
+    options = Options(
+        workdir=workdir, kubeconfig=kubeconfig, cluster=cluster, context=context, lang="en", seed=0
     )
-    try:
+    with open_session(options) as session:  # the session a grade gets, the same reads
         session.connect(runner.modules(runner.load_checks(graders_dir())))
         problem = session.state.wait_all()
         if problem is not None:
@@ -49,8 +46,6 @@ def take(
             workdir=workdir,
             runtime=snapshot.learner_runtime(),
         )
-    finally:
-        session.close()
     return snapshot.write(captured, out)
 
 
