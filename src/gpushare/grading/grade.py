@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from gpushare.grading.runner import Check
     from gpushare.grading.session import GradeSession
 
 EXIT_OK, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
@@ -94,7 +95,7 @@ def grade(options: Options, started: float | None = None) -> Outcome:
     return _outcome(session, checks, durations, options.policy)
 
 
-def _select(steps: set[int]) -> list[Any]:
+def _select(steps: set[int]) -> list[Check]:
     """The checks of the chosen steps (all with no ``--step``); OptionError for a step that
     is not one of the graders'."""
     from gpushare.grading import runner
@@ -151,7 +152,7 @@ def open_session(options: Options, started: float | None = None) -> Iterator[Gra
         yield session
 
 
-def _run(session: GradeSession, checks: list[Any], deadline: float | None) -> dict[str, float]:
+def _run(session: GradeSession, checks: list[Check], deadline: float | None) -> dict[str, float]:
     """Start the background work the checks ask for, read the cluster, call every check;
     each check's seconds."""
     from gpushare.grading import runner
@@ -162,7 +163,7 @@ def _run(session: GradeSession, checks: list[Any], deadline: float | None) -> di
 
 
 def _outcome(
-    session: GradeSession, checks: list[Any], durations: dict[str, float], policy: Any
+    session: GradeSession, checks: list[Check], durations: dict[str, float], policy: Any
 ) -> Outcome:
     report = session.report()
     if policy is not None:  # before any output is made from the report
