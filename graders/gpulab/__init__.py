@@ -8,9 +8,10 @@ The engine (``src/gpushare``) knows none of it: it reads what the step modules d
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gpushare.grading.labstate import LabState
+if TYPE_CHECKING:  # step 6 imports this package before anything heavy: see BACKGROUND
+    from gpushare.grading.labstate import LabState
 
 GPU = "nvidia.com/gpu"
 MIG_PREFIX = "nvidia.com/mig-"

@@ -18,8 +18,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpushare.grading.background import Context
-from gpushare.grading.session import GradeError
+from gpushare.grading.background import BackgroundError, Context
 from gpushare.sandbox import supervisor as sandbox
 
 if TYPE_CHECKING:
@@ -183,7 +182,7 @@ class RequestRuns:
 
     def _start(self, samples_dir: Path) -> None:
         if not samples_dir.is_dir():  # the grader's own fault: no grade (exit 2)
-            raise GradeError(f"the sample manifests of step 6 are not at {samples_dir}")
+            raise BackgroundError(f"the sample manifests of step 6 are not at {samples_dir}")
         from gpulab import requestcases  # YAML only when the oracle judges, below
 
         drafts = requestcases.drafts(self.seed)  # the fewest that cover every feature

@@ -6,16 +6,28 @@ The engine starts each declared piece once per grade, before the cluster read, w
 learner's work dir, the fixtures, the seed and the sandbox it chose for learners' code; what
 ``start`` returns must have ``close()``, called when the grade ends whatever happened. (A lab
 runs a learner's script on sample and unseen cases this way, in the sandbox it is given.)
+
+Such work is most of a grade's time, so ``gpushare grade`` starts it before anything heavy is
+imported: the step modules that declare it are found without running the others
+(:func:`declares`), imported first, and their work started (:func:`start_all`, which also
+makes the one choice of the sandbox for learners' code) while the rest is imported and read.
+This module imports nothing heavy for that reason.
 """
 
 from __future__ import annotations
 
+import ast
 import os
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol
+
+
+class BackgroundError(Exception):
+    """A step's background work cannot be had (no sandbox where one is required, the lab's
+    fixtures missing): no grade can be taken, one line, exit status 2."""
 
 
 class Closable(Protocol):
@@ -51,6 +63,74 @@ def wanted(pairs: Iterable[tuple[Any, Iterable[str]]]) -> dict[str, Starter]:
             if name in offered:
                 out[name] = offered[name]
     return out
+
+
+def declares(path: Path) -> bool:
+    """Whether the step file at ``path`` assigns ``BACKGROUND`` at its top level (read, not run)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    if "BACKGROUND" not in text:  # most step files: no parse at all
+        return False
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return False
+    return any(
+        isinstance(node, ast.Assign | ast.AnnAssign)
+        and any(
+            isinstance(t, ast.Name) and t.id == "BACKGROUND"
+            for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        )
+        for node in tree.body
+    )
+
+
+@dataclass
+class Started:
+    """The background work of one grade, and the isolation level learners' code got."""
+
+    works: dict[str, Closable] = field(default_factory=dict)
+    isolation: str | None = None  # bubblewrap, uid or none; None: nothing was started
+
+    def close(self) -> None:
+        works, self.works = self.works, {}
+        for work in works.values():
+            work.close()
+
+
+def start_all(
+    wanted: dict[str, Starter],
+    *,
+    workdir: Path,
+    shown_workdir: str | None,
+    fixtures: Path,
+    seed: int,
+    strangers: bool,
+    unsafe_no_sandbox: bool,
+) -> Started:
+    """Start every piece of ``wanted``, in the sandbox chosen here, the one place that chooses
+    it (:func:`gpushare.sandbox.levels.choose`: ``strangers`` for a snapshot's work);
+    BackgroundError when none can be had. Nothing wanted: nothing chosen, nothing started."""
+    started = Started()
+    if not wanted:
+        return started
+    from gpushare.sandbox import levels
+
+    try:
+        sandbox = levels.choose(strangers=strangers, unsafe_no_sandbox=unsafe_no_sandbox)
+    except levels.IsolationUnavailable as exc:
+        raise BackgroundError(str(exc)) from None
+    started.isolation = sandbox.level
+    context = Context(workdir, shown_workdir, fixtures, seed, sandbox)
+    try:
+        for name, start in wanted.items():
+            started.works[name] = start(context)
+    except BaseException:
+        started.close()
+        raise
+    return started
 
 
 def new_seed() -> int:

@@ -89,8 +89,8 @@ def grade(options: Options, started: float | None = None) -> Outcome:
     exit 2 for a command) when no grade can be taken at all.
     """
     started = time.monotonic() if started is None else started
-    checks = _select(options.steps)
-    with open_session(options, started) as session:
+    with open_session(options, started, background_first=True) as session:
+        checks = _select(options.steps)
         durations = _run(session, checks, started + options.timeout if options.timeout else None)
     return _outcome(session, checks, durations, options.policy)
 
@@ -111,13 +111,22 @@ def _select(steps: set[int]) -> list[Check]:
 
 
 @contextlib.contextmanager
-def open_session(options: Options, started: float | None = None) -> Iterator[GradeSession]:
-    """The one way to a :class:`GradeSession`, for ``gpushare grade`` and ``pytest graders/``:
-    the language resolved, a snapshot verified and unpacked into a scratch folder (removed
-    afterwards, whatever happens), the work dir, fixtures and seed as the options and the
-    environment say (:mod:`gpushare.locations`). The session is closed on the way out."""
-    from gpushare.grading.session import GradeSession
-    from gpushare.locations import default_fixtures, default_workdir
+def open_session(
+    options: Options, started: float | None = None, *, background_first: bool = False
+) -> Iterator[GradeSession]:
+    """The one way to a :class:`GradeSession`, for ``gpushare grade``, ``pytest graders/`` and
+    ``gpushare snapshot``: the language resolved, a snapshot verified and unpacked into a
+    scratch folder (removed afterwards, whatever happens), the work dir, fixtures and seed as
+    the options and the environment say (:mod:`gpushare.locations`). The session is closed on
+    the way out.
+
+    ``background_first``: the background work the chosen steps declare starts before the
+    session and the other graders are even imported (``gpushare grade``: that work is most of
+    a grade, and it then overlaps every import and the cluster read). pytest collects first
+    and starts it from :meth:`GradeSession.start_background` instead.
+    """
+    from gpushare.grading import background
+    from gpushare.locations import default_fixtures, default_workdir, graders_dir
     from gpushare.reports import messages
 
     if options.snapshot and (options.kubeconfig or options.context):
@@ -136,18 +145,42 @@ def open_session(options: Options, started: float | None = None) -> Iterator[Gra
             stack.callback(shutil.rmtree, scratch, ignore_errors=True)
             snap = load(Path(options.snapshot).expanduser(), scratch)
             workdir = snap.work_root
+        seed = options.seed if options.seed is not None else background.new_seed()
+        early = background.Started()
+        if background_first:
+            from gpushare.grading import runner
+
+            first = runner.load_checks(
+                graders_dir(), options.steps or None, with_background_only=True
+            )
+            try:
+                early = background.start_all(
+                    runner.background(first),
+                    workdir=workdir,
+                    shown_workdir=snap.manifest.get("workdir") if snap is not None else None,
+                    fixtures=default_fixtures(),
+                    seed=seed,
+                    strangers=snap is not None,
+                    unsafe_no_sandbox=options.unsafe_no_sandbox,
+                )
+            except background.BackgroundError as exc:
+                raise OptionError(str(exc)) from None
+            stack.callback(early.close)  # until the session has it
+        from gpushare.grading.session import GradeSession
+
         session = GradeSession(
             workdir=workdir,
             kubeconfig=options.kubeconfig,
             cluster=options.cluster,
             context=options.context,
             lang=lang,
-            seed=options.seed,
+            seed=seed,
             fixtures=default_fixtures(),
             started=started,
             snapshot=snap,
             unsafe_no_sandbox=options.unsafe_no_sandbox,
         )
+        session.adopt(early)
         stack.callback(lambda: session.close(wait=not session.timed_out))
         yield session
 

@@ -18,25 +18,12 @@ from typing import Any
 
 from gpushare.grading import background
 from gpushare.grading.checks import CheckFailed, T
+from gpushare.grading.errors import GradeError
 from gpushare.grading.labstate import ClusterUnreadable
 from gpushare.kube.errors import ApiError, KubeconfigError, Unreachable
 from gpushare.locations import default_fixtures
 from gpushare.reports import messages, results
 from gpushare.submissions.workdir import Workdir
-
-
-class GradeError(Exception):
-    """Grading cannot happen (cluster unreachable, bad kubeconfig): one line, exit status 2."""
-
-
-def _isolation(snapshot: bool, unsafe_no_sandbox: bool) -> Any:
-    """The isolation level (:func:`gpushare.sandbox.levels.choose`), as a GradeError."""
-    from gpushare.sandbox import levels
-
-    try:
-        return levels.choose(strangers=snapshot, unsafe_no_sandbox=unsafe_no_sandbox)
-    except levels.IsolationUnavailable as exc:
-        raise GradeError(f"gpushare: {exc}") from None
 
 
 class GradeSession:
@@ -75,40 +62,42 @@ class GradeSession:
         self.sealed = False
         self.state: Any = None
         self._read_closed = False
-        self.background: dict[str, background.Closable] = {}  # what the steps declared, started
-        self.isolation: str | None = None  # the level learners' code had, once it was started
+        self.background = background.Started()  # what the steps declared, once started
         self.active = False
         # one per session: it caches parsed files
         self.work = Workdir(workdir, snapshot.recorded if snapshot else None)
 
     def start_background(self, wanted: dict[str, background.Starter]) -> None:
-        """Start the background work the graded checks ask for (the steps' ``BACKGROUND``),
-        once each, in the sandbox chosen here for learners' code; GradeError when none can be
-        had. Started first: such work (a learner's script runs) is most of a grade's time."""
-        todo = {name: start for name, start in wanted.items() if name not in self.background}
+        """Start the background work the graded checks ask for (the steps' ``BACKGROUND``)
+        that is not going yet, in the sandbox :func:`background.start_all` chooses; GradeError
+        when it cannot be had."""
+        todo = {k: v for k, v in wanted.items() if k not in self.background.works}
         if not todo:
             return
-        sandbox = _isolation(self.snapshot is not None, self.unsafe_no_sandbox)
-        self.isolation = sandbox.level if sandbox is not None else "none"
-        context = background.Context(
-            workdir=self.workdir,
-            shown_workdir=self.snapshot.manifest.get("workdir") if self.snapshot else None,
-            fixtures=self.fixtures,
-            seed=self.seed,
-            sandbox=sandbox,
-        )
-        for name, start in todo.items():
-            try:
-                self.background[name] = start(context)
-            except BaseException:
-                self.drop_background()
-                raise
+        try:
+            started = background.start_all(
+                todo,
+                workdir=self.workdir,
+                shown_workdir=self.snapshot.manifest.get("workdir") if self.snapshot else None,
+                fixtures=self.fixtures,
+                seed=self.seed,
+                strangers=self.snapshot is not None,
+                unsafe_no_sandbox=self.unsafe_no_sandbox,
+            )
+        except background.BackgroundError as exc:
+            raise GradeError(f"gpushare: {exc}") from None
+        self.adopt(started)
+
+    def adopt(self, started: background.Started) -> None:
+        """Background work started before this session existed (``gpushare grade`` starts it
+        first), now the session's to offer to checks and to end."""
+        self.background.works.update(started.works)
+        self.background.isolation = started.isolation or self.background.isolation
+        started.works = {}  # ours to end now
 
     def drop_background(self) -> None:
         """End every background work still going."""
-        started, self.background = self.background, {}
-        for work in started.values():
-            work.close()
+        self.background.close()
 
     def connect(self, grader_modules: Iterable[Any] = ()) -> None:
         """Reach the cluster and start its read, with the dry-runs the graders declare.
@@ -232,7 +221,7 @@ class GradeSession:
 
     def inputs(self) -> dict[str, Any]:
         """What a check may ask for, by parameter name (``lab`` is :meth:`lab`, on demand)."""
-        return {"work": self.work, **self.background}
+        return {"work": self.work, **self.background.works}
 
     def close(self, wait: bool = True) -> None:
         """End the background work; wait for the cluster read unless a deadline struck (a
@@ -347,5 +336,5 @@ class GradeSession:
             could_not_grade=self.could_not_grade,
             could_not_grade_detail=self.could_not_grade_detail,
             timed_out=self.timed_out,
-            isolation=self.isolation,
+            isolation=self.background.isolation,
         )
