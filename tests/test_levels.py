@@ -389,3 +389,37 @@ def test_the_scripts_python3_finds_yaml_without_site_packages(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == found.pyyaml_version
     assert not list(tmp_path.glob("*/lib/python3*/site-packages"))
+
+
+def test_a_runtime_under_tmp_is_not_hidden_by_the_sandboxs_tmp():
+    """In the grading pod the grader's cache (HOME=/tmp) holds the runtime: the sandbox's own
+    ``/tmp`` tmpfs must not cover it, or ``python3`` is the system's, without PyYAML."""
+    import os
+    import shutil
+    import subprocess
+    import tempfile
+
+    import pytest
+
+    from gpushare.sandbox import isolation, runtime
+
+    bwrap = isolation.find_bwrap()
+    if bwrap is None or not isolation.probe().available:
+        pytest.skip("bubblewrap cannot run here")
+    base = tempfile.mkdtemp(prefix="gpushare-runtime-", dir="/tmp")
+    try:
+        os.chmod(base, 0o755)
+        found = runtime.find(base)
+        box = isolation.Isolation(bwrap, found)
+        argv = ["python3", "-c", "import sys, yaml; print(sys.executable)"]
+        proc = subprocess.run(
+            box.command(argv, cwd=None),
+            env=isolation.environment(found, None, isolation.SCRATCH),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.strip().startswith(found.home), proc.stdout
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

@@ -144,14 +144,16 @@ class Isolation:
                 args += ["--ro-bind", top, top]
         for path in _ETC:
             args += ["--ro-bind-try", path, path]
-        home = self.runtime.home
-        if not home.startswith("/usr/"):
-            args += ["--ro-bind", home, home]
         args += ["--proc", "/proc", "--dev", "/dev"]
         if self.modern:  # POSIX shared memory, capped; read-only /dev below otherwise
             args += ["--size", str(SHM_BYTES), "--perms", "1777", "--tmpfs", "/dev/shm"]
             args += ["--size", str(self.scratch_bytes), "--perms", "1777"]
         args += ["--tmpfs", SCRATCH]
+        # after the scratch tmpfs: a runtime under /tmp (a grader whose HOME is /tmp, as in the
+        # grading pod) would be hidden by it, and PATH would find the system's python3 instead
+        home = self.runtime.home
+        if not home.startswith("/usr/"):
+            args += ["--ro-bind", home, home]
         return args
 
     def command(

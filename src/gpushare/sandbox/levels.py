@@ -127,7 +127,10 @@ def protect(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
         except OSError:
             continue
         if st.st_mode & 0o007 and st.st_uid == os.geteuid() and _reachable_by_others(path):
-            os.chmod(path, stat.S_IMODE(st.st_mode) & ~0o007)
+            try:
+                os.chmod(path, stat.S_IMODE(st.st_mode) & ~0o007)
+            except OSError:  # a read-only mount (an upload given read-only): nobody writes it
+                continue
             changed.append(path)
     return changed
 
