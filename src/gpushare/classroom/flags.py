@@ -139,13 +139,8 @@ def _claim(sub: dict[str, Any]) -> str:
 
 
 def printable(text: str, limit: int = 120) -> str:
-    """``text`` with control and format characters shown as escapes, cut to ``limit``: what a
-    snapshot says, safe on a terminal. (A minimal local helper until the sanitizer of issue 18
-    item 5 is merged.)"""
-    out = []
-    for ch in text[:limit]:
-        if unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"):
-            out.append(ch.encode("unicode_escape", "backslashreplace").decode("ascii"))
-        else:
-            out.append(ch)
-    return "".join(out) + ("…" if len(text) > limit else "")
+    """``text`` cut to ``limit``, its control characters shown as escapes
+    (:func:`gpushare.reports.clean.line`): what a snapshot says, safe on a terminal."""
+    from gpushare.reports import clean
+
+    return clean.line(text[:limit]) + ("…" if len(text) > limit else "")
