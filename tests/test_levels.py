@@ -17,13 +17,14 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from gpushare.sandbox import ids, isolation, levels
+from gpushare.sandbox import ids, isolation, levels, runtime
 from gpushare.sandbox.levels import Sandbox
 from gpushare.sandbox.supervisor import Supervisor
 from tests.test_isolation import LEVELS, PROBE, _gone
@@ -373,11 +374,6 @@ def test_the_scripts_python3_finds_yaml_without_site_packages(tmp_path):
     """Debian's python3 never puts a copied ``site-packages`` on ``sys.path`` (its site.py reads
     dist-packages), so PyYAML sits beside the standard library: ``-S`` (no site at all) shows
     that ``import yaml`` does not depend on site.py."""
-    import os
-    import subprocess
-
-    from gpushare.sandbox import runtime
-
     found = runtime.find(str(tmp_path))
     proc = subprocess.run(
         [f"{found.bin}/python3", "-S", "-I", "-c", "import sys, yaml; print(yaml.__version__)"],
@@ -391,21 +387,12 @@ def test_the_scripts_python3_finds_yaml_without_site_packages(tmp_path):
     assert not list(tmp_path.glob("*/lib/python3*/site-packages"))
 
 
+@pytest.mark.skipif(not PROBE.available, reason=f"no bubblewrap: {PROBE.reason}")
 def test_a_runtime_under_tmp_is_not_hidden_by_the_sandboxs_tmp():
     """In the grading pod the grader's cache (HOME=/tmp) holds the runtime: the sandbox's own
     ``/tmp`` tmpfs must not cover it, or ``python3`` is the system's, without PyYAML."""
-    import os
-    import shutil
-    import subprocess
-    import tempfile
-
-    import pytest
-
-    from gpushare.sandbox import isolation, runtime
-
     bwrap = isolation.find_bwrap()
-    if bwrap is None or not isolation.probe().available:
-        pytest.skip("bubblewrap cannot run here")
+    assert bwrap is not None
     base = tempfile.mkdtemp(prefix="gpushare-runtime-", dir="/tmp")
     try:
         os.chmod(base, 0o755)
