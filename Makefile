@@ -77,6 +77,9 @@ demo: install
 lint: install
 	$(BIN)/ruff check src tests graders benchmarks deploy conftest.py
 	$(BIN)/ruff format --check src tests graders benchmarks deploy conftest.py
+	$(BIN)/mypy
+	@! grep -rnE 'type: ignore(\[[a-z-]+(, *[a-z-]+)*\])? *$$' src graders \
+		|| { echo 'lint: a `type: ignore` says why, in a comment after it'; exit 1; }
 
 grade: setup
 	$(BIN)/gpushare up
