@@ -154,9 +154,10 @@ class _Master:
     A fork is ready at once and costs about a millisecond; a fresh ``python -I -S`` costs some
     30 ms of CPU before the first run can start, on the two cores the runs need. Forking a
     process that has other threads is unsafe (a lock held by another thread stays locked in the
-    child), hence the fallback, started with ``posix_spawn`` rather than ``subprocess`` (one
-    import fewer before the runs). Either way the master's stdin is the request socket, its
-    stdout /dev/null, its stderr ours (for a bug's traceback), and it holds nothing else of ours.
+    child), hence the fallback, started with ``posix_spawn``: a bare pid, waited for here like a
+    forked one (a ``subprocess.Popen`` left to the garbage collector would reap it behind our
+    back). Either way the master's stdin is the request socket, its stdout /dev/null, its
+    stderr ours (for a bug's traceback), and it holds nothing else of ours.
     """
 
     def __init__(self, sock_fd: int, start: str = "auto") -> None:
