@@ -53,11 +53,7 @@ def _env_var(name: str) -> str:
 
 
 def _version_args(name: str) -> list[str]:
-    if name == "kubectl":
-        return ["version", "--client"]
-    if name in ("kwok", "kwokctl"):
-        return ["--version"]
-    return ["--version"]
+    return ["version", "--client"] if name == "kubectl" else ["--version"]
 
 
 def binary_version_ok(name: str, path: Path) -> bool:

@@ -17,12 +17,15 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+import psutil
+import yaml
 
 from gpushare import versions
+from gpushare.data import JsonObject
 from gpushare.kube.errors import ApiError, KubeconfigError, Unreachable
 from gpushare.kube.transport import Client
-from gpushare.lab import binaries
+from gpushare.lab import binaries, ports, procs, purge, startup
 from gpushare.lab import nodes as lab_nodes
 from gpushare.lab.nodes import fresh_node_labels, node_manifest
 from gpushare.locations import cluster_name, kwok_workdir, lab_dir
@@ -79,8 +82,6 @@ class Lab:
 
     def running_components(self) -> dict[str, int]:
         """Component name -> pid, for the components whose pid file names a live process."""
-        from gpushare.lab import procs  # psutil: only where processes are looked at
-
         out: dict[str, int] = {}
         for name in COMPONENT_BINARIES:
             pid = procs.pid_alive(self.dir / "pids" / f"{name}.pid")
@@ -186,10 +187,10 @@ def wait_ready(
     raise ClusterError(f"the apiserver did not become ready in {timeout:.0f}s ({last})")
 
 
-def _node_ready(node: dict[str, Any]) -> bool:
+def _node_ready(node: JsonObject) -> bool:
     for cond in (node.get("status") or {}).get("conditions") or []:
         if cond.get("type") == "Ready":
-            return cond.get("status") == "True"
+            return bool(cond.get("status") == "True")
     return False
 
 
@@ -289,8 +290,6 @@ def _create(lab: Lab, bins: dict[str, Path], fixed: dict[str, int] | None) -> No
     A component that finds its port taken (by a process that ignores the registry) makes us
     try again on other ports, unless the ports were fixed by the caller.
     """
-    from gpushare.lab import ports, startup
-
     if lab.dir.exists():  # left by a create that was killed before it wrote the kubeconfig
         _discard(lab)
     avoid: set[int] = set()
@@ -315,8 +314,6 @@ def _create(lab: Lab, bins: dict[str, Path], fixed: dict[str, int] | None) -> No
 
 def _start_stopped(lab: Lab, bins: dict[str, Path]) -> None:
     """Start a stopped lab on its own ports (its data kept), or say at once which is taken."""
-    from gpushare.lab import ports, procs, startup
-
     if procs.cluster_processes(lab.dir):  # half running (a component died): start afresh
         _log(f"stopping what is left of {lab.name} first")
         _stop_components(lab, bins)
@@ -343,8 +340,6 @@ def _start(
     lab: Lab, bins: dict[str, Path], args: list[str], ports: dict[str, int] | None, what: str
 ) -> None:
     """kwokctl create/start watched, then readiness watched: a dead component ends it at once."""
-    from gpushare.lab import startup
-
     deadline = time.monotonic() + START_TIMEOUT
     cmd = _kwokctl_cmd(lab, bins, _config_file(lab, ports), *args)
     watch = startup.Watch(lab.dir)
@@ -356,10 +351,6 @@ def _start(
 
 def lab_ports(lab: Lab) -> dict[str, int]:
     """The ports kwokctl recorded for the lab (its ``kwok.yaml``), by kwokctl option name."""
-    import yaml
-
-    from gpushare.lab import ports
-
     try:
         docs = list(yaml.safe_load_all((lab.dir / "kwok.yaml").read_text()))
     except (OSError, yaml.YAMLError):
@@ -377,8 +368,6 @@ def _discard(lab: Lab) -> None:
     Its processes are killed by pid, not through ``kwokctl delete``: a new lab has no data to
     shut down gracefully, and kwokctl's own start costs seconds on a loaded machine.
     """
-    from gpushare.lab import ports, procs
-
     try:
         if lab.dir.exists():
             victims = procs.cluster_processes(lab.dir)
@@ -391,8 +380,6 @@ def _discard(lab: Lab) -> None:
 
 
 def _stop_components(lab: Lab, bins: dict[str, Path]) -> None:
-    from gpushare.lab import procs
-
     known = procs.cluster_processes(lab.dir)
     try:
         _kwokctl(lab, bins, "stop", "cluster", timeout=60)
@@ -403,8 +390,6 @@ def _stop_components(lab: Lab, bins: dict[str, Path]) -> None:
 
 def down(name: str | None = None) -> list[int]:
     """Delete the cluster; return pids that had to be ended by hand after kwokctl."""
-    from gpushare.lab import ports
-
     lab = Lab(cluster_name(name))
     with _lab_lock(lab):
         ended = _delete(lab)
@@ -414,8 +399,6 @@ def down(name: str | None = None) -> list[int]:
 
 
 def _delete(lab: Lab) -> list[int]:
-    from gpushare.lab import procs
-
     known = procs.cluster_processes(lab.dir) if lab.dir.exists() else []
     if lab.dir.exists():
         try:
@@ -429,10 +412,8 @@ def _delete(lab: Lab) -> list[int]:
     return ended
 
 
-def _settle(lab: Lab, known: list[Any]) -> list[int]:
+def _settle(lab: Lab, known: list[psutil.Process]) -> list[int]:
     """After kwokctl stopped the components: none may be left; pids we had to end ourselves."""
-    from gpushare.lab import procs
-
     ended, left = procs.settle(lab.dir, known)
     if left:
         raise ClusterError(f"processes of the cluster are still alive: {left}")
@@ -461,8 +442,6 @@ def reset(name: str | None = None, client: Client | None = None, timeout: float 
     returns only once the namespace controller has no sync running that could still delete,
     by name, in a new namespace of an old name (see :mod:`gpushare.lab.purge`).
     """
-    from gpushare.lab import purge
-
     lab = Lab(cluster_name(name))
     client = client or lab.client()
     namespaces = [n["metadata"]["name"] for n in client.get("/api/v1/namespaces").get("items", [])]
@@ -509,17 +488,17 @@ def _reset_nodes(client: Client) -> None:
             continue
         labels = node["metadata"].get("labels") or {}
         fresh = fresh_node_labels(name)
-        label_patch: dict[str, Any] = {k: None for k in labels if k not in fresh}
+        label_patch: dict[str, str | None] = {k: None for k in labels if k not in fresh}
         label_patch.update(fresh)
         client.merge_patch(
             f"/api/v1/nodes/{name}",
             {"metadata": {"labels": label_patch}, "spec": {"taints": None, "unschedulable": None}},
         )
         status = node.get("status") or {}
-        patch: dict[str, Any] = {}
+        patch: dict[str, dict[str, str | None]] = {}
         for field in ("capacity", "allocatable"):
             current = status.get(field) or {}
-            want: dict[str, Any] = {k: None for k in current if k not in wanted.capacity}
+            want: dict[str, str | None] = {k: None for k in current if k not in wanted.capacity}
             want.update(wanted.capacity)
             patch[field] = want
         client.merge_patch(f"/api/v1/nodes/{name}/status", {"status": patch})
@@ -535,10 +514,10 @@ def env_lines(name: str | None = None) -> list[str]:
     return lines
 
 
-def status(name: str | None = None) -> dict[str, Any]:
+def status(name: str | None = None) -> JsonObject:
     """What runs, where the kubeconfig is, the pinned versions; cheap, never starts anything."""
     lab = Lab(cluster_name(name))
-    info: dict[str, Any] = {
+    info: JsonObject = {
         "cluster": lab.name,
         "directory": str(lab.dir),
         "exists": lab.exists(),

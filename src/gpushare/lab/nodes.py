@@ -11,8 +11,8 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from gpushare.data import JsonObject
 from gpushare.locations import graders_dir
 
 DEFAULT_CAPACITY = {"cpu": "32", "memory": "256Gi", "pods": "110", "ephemeral-storage": "500Gi"}
@@ -38,7 +38,9 @@ def load(path: Path | None = None) -> LabNodes:
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise LabDefinitionError(f"cannot read the lab's definition {path}: {exc}") from None
     section = data.get("nodes")
-    names = section.get("names") if isinstance(section, dict) else None
+    if not isinstance(section, dict):
+        section = {}
+    names = section.get("names")
     if not (isinstance(names, list) and names and all(isinstance(n, str) for n in names)):
         raise LabDefinitionError(f"{path}: [nodes] names must list the nodes `up` creates")
     capacity = section.get("capacity", DEFAULT_CAPACITY)
@@ -47,7 +49,7 @@ def load(path: Path | None = None) -> LabNodes:
     return LabNodes(tuple(names), {str(k): v for k, v in capacity.items()})
 
 
-def node_manifest(name: str, capacity: dict[str, str]) -> dict[str, Any]:
+def node_manifest(name: str, capacity: dict[str, str]) -> JsonObject:
     """A fresh lab node: ordinary capacity, no label but kwok's."""
     return {
         "apiVersion": "v1",

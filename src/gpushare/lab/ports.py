@@ -28,6 +28,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
+
+from gpushare.data import JsonObject
+
 # kwokctl option (KwokctlConfiguration.options, v1alpha1) -> the component that listens there.
 # These are all the ports the binary runtime opens with our configuration (secure port only,
 # no kubectl proxy, metrics-server, dashboard, prometheus or jaeger).
@@ -99,7 +103,7 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def _entries() -> list[tuple[Path, dict]]:
+def _entries() -> list[tuple[Path, JsonObject]]:
     out = []
     for path in registry_dir().glob("*.json"):
         try:
@@ -111,7 +115,7 @@ def _entries() -> list[tuple[Path, dict]]:
     return out
 
 
-def _stale(entry: dict) -> bool:
+def _stale(entry: JsonObject) -> bool:
     try:
         if Path(entry["cluster_dir"]).exists():
             return False
@@ -121,7 +125,7 @@ def _stale(entry: dict) -> bool:
     return not _pid_alive(int(entry.get("pid", 0))) or age > ORPHAN_AFTER
 
 
-def _live_entries() -> list[tuple[Path, dict]]:
+def _live_entries() -> list[tuple[Path, JsonObject]]:
     live = []
     for path, entry in _entries():
         if _stale(entry):
@@ -222,14 +226,13 @@ def recorded(cluster_dir: Path) -> dict[str, int] | None:
     """The ports the registry holds for this lab, if any."""
     for path, entry in _entries():
         if path == _entry_path(cluster_dir):
-            return entry["ports"]
+            ports: dict[str, int] = entry["ports"]  # made ints by _entries
+            return ports
     return None
 
 
 def holder_pid(port: int) -> int | None:
     """The pid listening on ``port``, when it can be seen (root, or one's own process)."""
-    import psutil
-
     try:
         conns = psutil.net_connections(kind="tcp")
     except (psutil.AccessDenied, OSError):
@@ -242,8 +245,6 @@ def holder_pid(port: int) -> int | None:
 
 def holder(port: int) -> str:
     """`` by pid N (name)`` for the process listening on ``port``, when it can be seen."""
-    import psutil
-
     pid = holder_pid(port)
     if pid is None:
         return ""

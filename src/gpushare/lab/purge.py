@@ -22,9 +22,11 @@ window: reset returns only when no namespace sync that began before it is still 
 
 from __future__ import annotations
 
+import http.client
+import ssl
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from urllib.parse import urlsplit
 
 from gpushare.kube.errors import ApiError
 from gpushare.kube.transport import Client
@@ -108,7 +110,7 @@ def purge(client: Client, namespaces: list[str]) -> list[str]:
 
 def _finalize(client: Client, ns: str) -> None:
     """Drop the ``kubernetes`` finalizer of a terminating, empty namespace."""
-    obj: Any = client.get_or_none(f"/api/v1/namespaces/{ns}")
+    obj = client.get_or_none(f"/api/v1/namespaces/{ns}")
     if obj is None:
         return
     obj.setdefault("spec", {})["finalizers"] = []
@@ -130,10 +132,6 @@ def queue_counts(metrics_url: str, timeout: float = 3.0) -> tuple[int, int]:
     (kwokctl's ``--authorization-always-allow-paths``), with a self-signed certificate made at
     start: on loopback, reading counters, the certificate is not verified.
     """
-    import http.client
-    import ssl
-    from urllib.parse import urlsplit
-
     url = urlsplit(metrics_url)
     ctx = ssl.create_default_context()
     ctx.check_hostname = False

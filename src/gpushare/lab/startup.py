@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from gpushare.lab import procs
+from gpushare.lab import ports, procs
 
 # kwokctl starts them in this order; a failure is blamed on the first that died
 COMPONENTS = (
@@ -125,8 +125,6 @@ class Watch:
         # the one that explains the others: a port conflict, else the first in start order
         name, line, port = min(failures, key=lambda f: (f[2] is None, COMPONENTS.index(f[0])))
         if port is not None:
-            from gpushare.lab import ports
-
             raise StartError(
                 f"{name} could not listen on port {port}: it is taken{ports.holder(port)}. "
                 f"Its log says: {line}",

@@ -26,13 +26,14 @@ kernel kills everything else in it: that is this level's cleanup.
 from __future__ import annotations
 
 import os
-import time
+import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from gpushare.sandbox import ids, limits, runtime
 from gpushare.sandbox.diagnose import explain
+from gpushare.sandbox.errors import SandboxError
 from gpushare.sandbox.runtime import Runtime
-from gpushare.sandbox.supervisor import SandboxError
 
 BWRAP_ENV = "GPUSHARE_BWRAP"  # a bwrap binary of one's own
 SCRATCH = "/tmp"
@@ -118,9 +119,6 @@ class Isolation:
         self.processes = processes if uid < 0 and os.access(PRLIMIT, os.X_OK) else 0
         self._base = self._base_args()
 
-    def __repr__(self) -> str:
-        return f"Isolation(bwrap={self.bwrap!r}, uid={self.uid})"
-
     def _base_args(self) -> list[str]:
         args = [
             self.bwrap,
@@ -201,12 +199,10 @@ class Probe:
 
 
 _probed: Probe | None = None
-_trial: tuple[Isolation, _Trial | str] | None = None  # started by probe_soon(), not yet collected
+_trial: tuple[Isolation, _Trial] | None = None  # started by probe_soon(), not yet collected
 
 
 def _new_isolation(bwrap: str, *, modern: bool = True) -> Isolation:
-    from gpushare.sandbox import ids, limits, runtime
-
     uid = ids.probe_uid() if ids.can_switch() else -1
     return Isolation(
         bwrap, runtime.find(), uid=uid, modern=modern, processes=limits.DEFAULT_LIMITS.processes
@@ -231,7 +227,7 @@ def probe_soon() -> None:
     except OSError as exc:
         _probed = Probe(None, f"the sandbox's python3 could not be prepared: {exc}")
         return
-    _trial = (isolation, _Trial.start(isolation.command(["true"], cwd=None), isolation.uid))
+    _trial = (isolation, _start_trial(isolation.command(["true"], cwd=None), isolation.uid))
 
 
 def probe(*, refresh: bool = False) -> Probe:
@@ -251,7 +247,7 @@ def probe(*, refresh: bool = False) -> Probe:
         error = _finish(trial)
         if error is not None and "nknown option" in error:  # bwrap < 0.8
             isolation = _new_isolation(isolation.bwrap, modern=False)
-            error = _finish(_Trial.start(isolation.command(["true"], cwd=None), isolation.uid))
+            error = _finish(_start_trial(isolation.command(["true"], cwd=None), isolation.uid))
         if error is not None:
             _probed = Probe(None, f"bubblewrap cannot create its sandbox here: {explain(error)}")
         else:
@@ -260,59 +256,41 @@ def probe(*, refresh: bool = False) -> Probe:
     return _probed
 
 
-class _Trial:
-    """A command started with no shell, stdin and stdout on /dev/null, its stderr kept; as
-    ``uid`` (and its gid, no other group) when given one."""
-
-    def __init__(self, pid: int, err_r: int) -> None:
-        self.pid, self.err_r = pid, err_r
-
-    @classmethod
-    def start(cls, argv: list[str], uid: int = -1) -> _Trial | str:
-        """The started command, or why it could not start."""
-        err_r, err_w = os.pipe()
-        try:
-            pid = os.fork()
-        except OSError as exc:
-            os.close(err_r)
-            os.close(err_w)
-            return str(exc)
-        if pid == 0:  # pragma: no cover - replaced by exec
-            try:
-                os.dup2(err_w, 2)
-                null = os.open(os.devnull, os.O_RDWR)
-                os.dup2(null, 0)
-                os.dup2(null, 1)
-                if uid >= 0:
-                    os.setgroups([])
-                    os.setresgid(uid, uid, uid)
-                    os.setresuid(uid, uid, uid)
-                os.execve(argv[0], argv, {"PATH": "/usr/bin:/bin"})
-            except BaseException as exc:  # said on stderr, read by _finish
-                os.write(2, f"{exc}\n".encode())
-            os._exit(127)
-        os.close(err_w)
-        return cls(pid, err_r)
+# A trial run: started, or why it could not start.
+_Trial = subprocess.Popen[bytes] | str
 
 
-def _finish(trial: _Trial | str) -> str | None:
+def _start_trial(argv: list[str], uid: int = -1) -> _Trial:
+    """``argv`` with no shell, stdin and stdout on /dev/null, its stderr kept; as ``uid`` (and
+    its gid, no other group) when given one."""
+    own = uid >= 0
+    try:
+        return subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env={"PATH": "/usr/bin:/bin"},
+            user=uid if own else None,
+            group=uid if own else None,
+            extra_groups=[] if own else None,
+        )
+    except OSError as exc:
+        return str(exc)
+
+
+def _finish(trial: _Trial) -> str | None:
     """Wait for ``trial`` (killed after :data:`_PROBE_TIMEOUT_S`); None if it exited 0, else
     why."""
     if isinstance(trial, str):
         return trial
-    deadline = time.monotonic() + _PROBE_TIMEOUT_S
-    status = None
-    while status is None:
-        done, raw = os.waitpid(trial.pid, os.WNOHANG)
-        if done:
-            status = os.waitstatus_to_exitcode(raw)
-        elif time.monotonic() > deadline:
-            os.kill(trial.pid, 9)
-            os.waitpid(trial.pid, 0)
-            status = -9
-        else:
-            time.sleep(0.002)
-    with os.fdopen(trial.err_r, "rb") as fh:
+    try:
+        status = trial.wait(_PROBE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        trial.kill()
+        status = trial.wait()
+    assert trial.stderr is not None  # stderr=PIPE
+    with trial.stderr as fh:
         message = fh.read(4096).decode("utf-8", "replace").strip().splitlines()
     if status == 0:
         return None
@@ -322,6 +300,6 @@ def _finish(trial: _Trial | str) -> str | None:
 def require(*, unsafe_no_sandbox: bool = False) -> object:
     """The level for strangers' work (:func:`gpushare.sandbox.levels.choose`); raises
     :class:`IsolationUnavailable` when not even ``uid`` is possible here."""
-    from gpushare.sandbox import levels
+    from gpushare.sandbox import levels  # a cycle: levels is built on this module
 
     return levels.choose(strangers=True, unsafe_no_sandbox=unsafe_no_sandbox)

@@ -25,7 +25,12 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from gpushare.sandbox.isolation import INSTALL_HINT, Isolation, IsolationUnavailable
+from gpushare import locations
+from gpushare.sandbox import ids
+from gpushare.sandbox.isolation import INSTALL_HINT, Isolation, probe
+
+# what choose() raises, for its callers to catch here
+from gpushare.sandbox.isolation import IsolationUnavailable as IsolationUnavailable
 
 BUBBLEWRAP, UID, NONE = "bubblewrap", "uid", "none"
 LEVELS = (NONE, UID, BUBBLEWRAP)  # weakest first
@@ -61,9 +66,6 @@ def choose(*, strangers: bool, unsafe_no_sandbox: bool = False, minimum: str = U
     global _noticed
     if unsafe_no_sandbox:
         return NO_SANDBOX
-    from gpushare.sandbox import ids
-    from gpushare.sandbox.isolation import probe
-
     found = probe()
     if strangers and os.geteuid() == 0 and not ids.can_switch():
         raise IsolationUnavailable(
@@ -157,8 +159,6 @@ def grader_paths() -> list[str]:
     """The grader's own files no script may read: its home, its working folder (results are
     written there unless told otherwise) and the graders (the package itself is public: a
     learner has it in their pod)."""
-    from gpushare import locations
-
     return [os.path.expanduser("~"), os.getcwd(), str(locations.graders_dir())]
 
 
@@ -176,8 +176,5 @@ def protect_once() -> None:
 def protect_at_uid(paths: Iterable[str | os.PathLike[str]]) -> None:
     """:func:`protect` ``paths`` when strangers' runs here would be at the ``uid`` level (root
     without bubblewrap): a caller's own places (a class's folders, Gradescope's)."""
-    from gpushare.sandbox import ids
-    from gpushare.sandbox.isolation import probe
-
     if ids.can_switch() and not probe().available:
         protect(paths)

@@ -16,10 +16,12 @@ a container or a non-root grader rarely has):
   ``kubectl``) reserves some 600 MiB of address space it never fills, which DATA does not count.
 * ``RLIMIT_CPU`` (seconds of CPU per process), ``RLIMIT_FSIZE`` (largest file), no core dumps.
 
-Imported by the sandbox master, which may be a fresh ``python -I -S``: builtin modules only.
+Imported by the sandbox master, which may be a fresh ``python -I -S``: small stdlib modules only.
 """
 
 from __future__ import annotations
+
+import resource
 
 MIB = 1024 * 1024
 
@@ -40,19 +42,10 @@ class Limits:
     ) -> None:
         values = (address_space, data, processes, cpu_seconds, file_size)
         for name, value in zip(self._FIELDS, values, strict=True):
-            if not isinstance(value, int) or value < 0:
+            if type(value) is not int or value < 0:
                 raise ValueError(f"{name} must be a non-negative int, not {value!r}")
         self.address_space, self.data, self.processes = address_space, data, processes
         self.cpu_seconds, self.file_size = cpu_seconds, file_size
-
-    def __repr__(self) -> str:
-        return "Limits(" + ", ".join(f"{k}={getattr(self, k)}" for k in self._FIELDS) + ")"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Limits) and self.encode() == other.encode()
-
-    def __hash__(self) -> int:
-        return hash(self.encode())
 
     @property
     def memory(self) -> int:
@@ -71,7 +64,6 @@ class Limits:
         return cls(**dict(zip(cls._FIELDS, values, strict=True)))
 
 
-NO_LIMITS = Limits()
 # Far above what the lab's script needs (bash, awk, or python3 with PyYAML: under 40 MiB of
 # address space and a handful of processes), far below what would hurt a shared machine.
 DEFAULT_LIMITS = Limits(
@@ -82,7 +74,6 @@ DEFAULT_LIMITS = Limits(
 def apply_rlimits(limits: Limits, *, processes: bool = True) -> None:
     """Set the caps in the calling process (the script's, just before exec). ``processes``:
     whether to set ``RLIMIT_NPROC`` here (only where the uid is the run's own)."""
-    import resource
 
     def cap(kind: int, soft: int, hard: int | None = None) -> None:
         hard = soft if hard is None else hard

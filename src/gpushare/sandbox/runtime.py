@@ -15,6 +15,7 @@ Some 94 MB (Python 3.11 here), copied in about a second by the first grade on a 
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import sys
@@ -22,6 +23,8 @@ import sysconfig
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+
+from gpushare.locations import cache_dir
 
 ROOT_CACHE = "/var/cache/gpushare/sandbox-runtime"
 _SKIPPED = {
@@ -53,8 +56,6 @@ class Runtime:
 
 
 def _packages() -> list[str]:
-    import importlib.util
-
     found = []
     for name in ("yaml", "_yaml"):
         spec = importlib.util.find_spec(name)
@@ -87,12 +88,7 @@ def find(base: str | None = None) -> Runtime:
     layout = "2"  # PyYAML beside the standard library (1: in a site-packages)
     stamp = "\0".join([layout, exe, stdlib, version, *packages, str(os.stat(exe).st_mtime_ns)])
     if base is None:
-        if os.geteuid() == 0:
-            base = ROOT_CACHE
-        else:
-            from gpushare.locations import cache_dir
-
-            base = str(cache_dir() / "sandbox-runtime")
+        base = ROOT_CACHE if os.geteuid() == 0 else str(cache_dir() / "sandbox-runtime")
     home = os.path.join(base, f"{version}-{zlib.crc32(stamp.encode()):08x}")
     env = (("LD_LIBRARY_PATH", f"{home}/lib"),) if shared else ()
     runtime = Runtime(home, env, version, _yaml_version(packages))

@@ -41,27 +41,29 @@ Linux only.
 
 from __future__ import annotations
 
-import _signal
 import contextlib
 import errno
 import math
 import os
 import select
+import shutil
+import signal
 import socket
 import stat
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from gpushare.sandbox import ids, levels, reaper, runtime
+from gpushare.sandbox.errors import SandboxError as SandboxError  # raised to the graders
+from gpushare.sandbox.ids import Slot
+from gpushare.sandbox.isolation import SCRATCH, environment
+from gpushare.sandbox.levels import NO_SANDBOX, Sandbox
 from gpushare.sandbox.limits import DEFAULT_LIMITS, Limits
-
-if TYPE_CHECKING:
-    from gpushare.sandbox.ids import Slot
-    from gpushare.sandbox.levels import Sandbox
 
 # Where the ``gpushare`` package lives, for the master's ``sys.path`` (``-I`` leaves it out).
 _PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -118,21 +120,6 @@ class RunResult:
     leftover_killed: int
     isolation: str = "none"
 
-    @property
-    def isolated(self) -> bool:
-        return self.isolation == "bubblewrap"
-
-    def __hash__(self) -> int:
-        return hash(self._values())
-
-
-class SandboxError(RuntimeError):
-    """The supervisor failed (died, hung or could not set up); cleanup was best-effort only.
-
-    Distinct from a bad script, which yields a RunResult: this one is the grader's problem — or a
-    script that killed or stopped its own reaper or the master.
-    """
-
 
 def check_runnable(path: Path) -> str | None:
     """None if ``path`` is a regular executable file (symlinks followed), else a stable key.
@@ -167,9 +154,10 @@ class _Master:
     A fork is ready at once and costs about a millisecond; a fresh ``python -I -S`` costs some
     30 ms of CPU before the first run can start, on the two cores the runs need. Forking a
     process that has other threads is unsafe (a lock held by another thread stays locked in the
-    child), hence the fallback, started with ``posix_spawn`` rather than ``subprocess`` (one
-    import fewer before the runs). Either way the master's stdin is the request socket, its
-    stdout /dev/null, its stderr ours (for a bug's traceback), and it holds nothing else of ours.
+    child), hence the fallback, started with ``posix_spawn``: a bare pid, waited for here like a
+    forked one (a ``subprocess.Popen`` left to the garbage collector would reap it behind our
+    back). Either way the master's stdin is the request socket, its stdout /dev/null, its
+    stderr ours (for a bug's traceback), and it holds nothing else of ours.
     """
 
     def __init__(self, sock_fd: int, start: str = "auto") -> None:
@@ -189,9 +177,7 @@ class _Master:
                 devnull = os.open(os.devnull, os.O_WRONLY)
                 os.dup2(devnull, 1)
                 os.closerange(3, _MAX_FD)  # the grader's files, sockets and pipes
-                from gpushare.sandbox.reaper import main
-
-                main(grader)  # never returns
+                reaper.main(grader)  # never returns
             finally:
                 os._exit(1)
         return pid
@@ -238,7 +224,7 @@ class _Master:
 
     def kill(self) -> None:
         if self.poll() is None:
-            os.kill(self.pid, _signal.SIGKILL)  # our unreaped child: the pid is still its own
+            os.kill(self.pid, signal.SIGKILL)  # our unreaped child: the pid is still its own
 
 
 class Supervisor:
@@ -261,8 +247,6 @@ class Supervisor:
         process has no other thread); tests use the first two. ``sandbox``: the level of every
         run (:func:`gpushare.sandbox.levels.choose`; None: ``none``, the grader's uid).
         ``limits``: the caps of every run."""
-        from gpushare.sandbox.levels import NO_SANDBOX
-
         self.sandbox = sandbox or NO_SANDBOX
         self.isolation = self.sandbox.isolation
         self.limits = limits
@@ -361,7 +345,7 @@ class Supervisor:
         if level != "none":
             problem = _exec_problem(argv[0], cwd)
             if problem is not None:
-                return _Failed(problem)
+                return Pending(argv, cwd, 0.0, 0.0, 0, [], error=problem)
         if self._stage is not None:
             assert self._slot is not None
             try:
@@ -379,8 +363,6 @@ class Supervisor:
             pairs = [(os.path.abspath(p), os.path.abspath(p)) for p in [cwd, *readable]]
         run_cwd: Path | str = cwd
         if level == "bubblewrap":
-            from gpushare.sandbox.isolation import SCRATCH, environment
-
             assert self.isolation is not None
             env = environment(self.isolation.runtime, env, SCRATCH)
             argv = self.isolation.command(
@@ -388,10 +370,7 @@ class Supervisor:
             )
             status_fd = _BWRAP_STATUS_FD
         elif level == "uid":
-            from gpushare.sandbox.isolation import environment
-            from gpushare.sandbox.runtime import find
-
-            env = environment(find(), env, home)
+            env = environment(runtime.find(), env, home)
             staged = {original: copy for copy, original in pairs}
             argv = [_restaged(arg, staged) for arg in argv]
             run_cwd = staged[os.path.abspath(cwd)]
@@ -459,10 +438,6 @@ class _Stage:
 
     @classmethod
     def make(cls, sandbox: Sandbox) -> _Stage:
-        import tempfile
-
-        from gpushare.sandbox import ids, levels
-
         if sandbox.level == "uid":
             levels.protect_once()
         try:
@@ -500,16 +475,12 @@ class _Stage:
 
     def home(self, uid: int) -> str:
         path = os.path.join(self.root, f"home-{uid}")
-        import shutil
-
         shutil.rmtree(path, ignore_errors=True)
         os.mkdir(path, 0o700)
         os.chown(path, uid, self.slot.gid)
         return path
 
     def close(self) -> None:
-        import shutil
-
         shutil.rmtree(self.root, ignore_errors=True)
         self.slot.close()
 
@@ -539,8 +510,6 @@ def _copy_bounded(source: str, top: str, stage: str) -> str:
     """Copy ``source`` (a folder, or a file: into ``top``) for the run; its path in the copy.
     Regular files, folders and symlinks (as links) only, at most :data:`_STAGE_FILES` entries
     and :data:`_STAGE_BYTES`; never the stage itself (a folder holding it)."""
-    import shutil
-
     if not os.path.isdir(source):
         os.mkdir(top)
         dest = os.path.join(top, os.path.basename(source))
@@ -598,8 +567,6 @@ class _Done:
         self.slot, self.uid, self.home, self.shown = slot, uid, home, shown
 
     def release(self) -> None:
-        import shutil
-
         if self.home:
             shutil.rmtree(self.home, ignore_errors=True)
             for directory in _SHARED_DIRS:
@@ -649,7 +616,8 @@ def _exec_problem(path: str, cwd: Path) -> OSError | None:
 
 
 class Pending:
-    """A submitted run: its pipes, until :meth:`result` has read them (once)."""
+    """A submitted run: its pipes, until :meth:`result` has read them (once); or, with
+    ``error``, a run refused before it started, whose :meth:`result` raises why."""
 
     def __init__(
         self,
@@ -662,13 +630,16 @@ class Pending:
         *,
         isolation: str = "none",
         done: _Done | None = None,
+        error: OSError | None = None,
     ) -> None:
         self._argv, self._cwd, self._start = argv, cwd, start
         self._deadline, self._output_cap, self._fds = deadline, output_cap, fds
-        self._isolation, self._done = isolation, done
+        self._isolation, self._done, self._error = isolation, done, error
 
     def result(self) -> RunResult:
         """Wait for the run; raise OSError if it could not start, SandboxError on our failure."""
+        if self._error is not None:
+            raise self._error
         argv, cwd = self._argv, self._cwd
         out_r, err_r, st_r, ctl_w = self._fds
         try:
@@ -719,16 +690,6 @@ class Pending:
             f"sandbox supervisor {why} without a result; {stray} stray process(es) killed "
             f"best-effort; stderr: {err[-2000:].decode('utf-8', 'replace')!r}"
         )
-
-
-class _Failed(Pending):
-    """A run refused before it started: :meth:`result` raises why."""
-
-    def __init__(self, error: OSError) -> None:  # no pipes: Pending.__init__ does not apply
-        self._error = error
-
-    def result(self) -> RunResult:
-        raise self._error
 
 
 # "bwrap: execvp NAME: STRERROR" back to an errno, so a sandboxed exec failure reads as one.
@@ -856,10 +817,10 @@ def _collect(
         if now >= drain_until:
             break
         if now >= hard_kill:
-            _signal_reaper(status, _signal.SIGKILL)
+            _signal_reaper(status, signal.SIGKILL)
             return bytes(bufs[out_r]), bytes(bufs[err_r]), bytes(status), truncated, True
         if now >= hard_term and not term_sent:
-            _signal_reaper(status, _signal.SIGTERM)  # it treats it as "abort", still cleans up
+            _signal_reaper(status, signal.SIGTERM)  # it treats it as "abort", still cleans up
             term_sent = True
         wake = min(drain_until, hard_kill if term_sent else hard_term)
         for fd, _events in poller.poll(max(0, math.ceil((wake - now) * 1000))):
@@ -906,17 +867,15 @@ def _kill_session(sid: int) -> int:
     Catches the script's ordinary children (now orphans of init), not daemons that made their own
     session; a session id cannot be handed out again while a process still uses it.
     """
-    from gpushare.sandbox.reaper import _kill_exact, _scan_processes  # rarely needed: import late
-
     killed: set[int] = set()
     for _ in range(10):
         victims = [
             (pid, start)
-            for pid, (state, _ppid, session, start) in _scan_processes().items()
+            for pid, (state, _ppid, session, start) in reaper.scan_processes().items()
             if session == sid and state not in ("Z", "X")
         ]
         if not victims:
             break
-        killed.update(pid for pid, start in victims if _kill_exact(pid, start))
+        killed.update(pid for pid, start in victims if reaper.kill_exact(pid, start))
         time.sleep(0.01)
     return len(killed)

@@ -32,10 +32,13 @@ from __future__ import annotations
 import json
 import re
 import tarfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 import yaml
+
+from gpushare.data import Json
 
 # Nesting of YAML and JSON: a Kubernetes object nests about 15 deep (managedFields included);
 # Python code that walks a value recursively (json.dumps, a grader) fails near 1000.
@@ -72,7 +75,16 @@ class YamlBoundError(yaml.MarkedYAMLError):
     learner's feedback points at it like any other YAML error."""
 
 
-def yaml_documents(text: str, loader: type[Any]) -> list[Any]:
+class _Loader(Protocol):
+    """What :func:`yaml_documents` uses of a PyYAML loader."""
+
+    def check_node(self) -> bool: ...
+    def get_node(self) -> yaml.Node | None: ...
+    def construct_document(self, node: yaml.Node) -> Json: ...
+    def dispose(self) -> None: ...
+
+
+def yaml_documents(text: str, loader: Callable[[str], _Loader]) -> list[Json]:
     """Every document of ``text``, as ``yaml.load_all(text, Loader=loader)`` gives them.
 
     ``loader`` is a SafeLoader (or CSafeLoader) class. Each document is composed, measured
@@ -80,7 +92,7 @@ def yaml_documents(text: str, loader: type[Any]) -> list[Any]:
     :class:`YamlBoundError` for a bound).
     """
     reader = loader(text)
-    docs: list[Any] = []
+    docs: list[Json] = []
     budget = MAX_YAML_NODES
     try:
         while reader.check_node():
@@ -110,7 +122,7 @@ def _measure(root: yaml.Node, budget: int) -> int:
     scalar, mapping = yaml.ScalarNode, yaml.MappingNode
     done: dict[int, tuple[int, int]] = {}  # node -> (expanded size, depth)
     on_path: set[int] = set()  # the collections whose children are being measured
-    stack: list[tuple[Any, list[Any] | None]] = [(root, None)]
+    stack: list[tuple[yaml.Node, list[yaml.Node] | None]] = [(root, None)]
     while stack:
         node, kids = stack[-1]
         key = id(node)
@@ -159,7 +171,7 @@ def _measure(root: yaml.Node, budget: int) -> int:
 # --------------------------------------------------------------------------- JSON
 
 
-def json_loads(raw: bytes | str, what: str) -> Any:
+def json_loads(raw: bytes | str, what: str) -> Json:
     """``json.loads(raw)`` within bounds; TooLarge or Malformed (``what`` names the text),
     ValueError for text that is not JSON."""
     data = raw.encode() if isinstance(raw, str) else raw
@@ -176,9 +188,9 @@ def json_loads(raw: bytes | str, what: str) -> Any:
     return value
 
 
-def check_json(value: Any, what: str) -> None:
+def check_json(value: Json, what: str) -> None:
     """Depth and strings of parsed JSON (walked without recursion)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
+    stack: list[tuple[Json, int]] = [(value, 1)]
     while stack:
         item, level = stack.pop()
         if isinstance(item, str):
@@ -216,10 +228,10 @@ class _BoundedInfo(tarfile.TarInfo):
     fails if a Python changes it.)
     """
 
-    def _proc_member(self, archive: Any) -> Any:
+    def _proc_member(self, archive: _BoundedTar) -> tarfile.TarInfo:
         if self.type in _EXTENSIONS:
-            chain = getattr(archive, "_gpushare_chain", 0) + 1
-            archive._gpushare_chain = chain
+            archive.chain += 1
+            chain = archive.chain
             if self.size > MAX_TAR_HEADER:
                 raise TooLarge(
                     f"a tar header claims {self.size} bytes of name or attributes "
@@ -230,14 +242,20 @@ class _BoundedInfo(tarfile.TarInfo):
         elif self.type == tarfile.GNUTYPE_SPARSE:  # never written by gpushare
             raise TooLarge("a sparse tar member (gpushare never writes one)")
         else:
-            archive._gpushare_chain = 0
-        member = super()._proc_member(archive)
+            archive.chain = 0
+        member: tarfile.TarInfo = super()._proc_member(archive)  # type: ignore[misc]  # private
         if len(member.name) > MAX_TAR_NAME or len(member.linkname) > MAX_TAR_NAME:
             raise TooLarge(f"a tar member's name or link is over {MAX_TAR_NAME} characters")
         return member
 
 
+class _BoundedTar(tarfile.TarFile):
+    """The archive of :func:`open_tar`: it counts the extension headers read in a row."""
+
+    chain = 0
+
+
 def open_tar(path: Path) -> tarfile.TarFile:
     """``tarfile.open(path, "r:gz")`` whose headers are checked before their bodies are read;
     reading a member raises TooLarge when one is over a bound."""
-    return tarfile.open(path, "r:gz", tarinfo=_BoundedInfo)
+    return _BoundedTar.open(path, "r:gz", tarinfo=_BoundedInfo)

@@ -36,11 +36,13 @@ import subprocess
 import tarfile
 import time
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from gpushare import __version__, versions
+from gpushare.data import Json, JsonObject
+from gpushare.reports import clean
 from gpushare.reports.messages import T
 from gpushare.submissions import bounded
 from gpushare.submissions.workdir import MAX_BYTES, link_outside
@@ -54,7 +56,6 @@ MAX_MEMBERS = 5000
 # (eight-byte numbers in one array), which the memory cap of a grade still holds.
 MAX_CLUSTER_JSON = 8 * 1024 * 1024
 MAX_TEXT = 4096  # a manifest's strings: learner, workdir, the cluster's identity...
-_FIXED = ("manifest.json", "cluster.json")
 
 
 class SnapshotError(Exception):
@@ -71,8 +72,6 @@ class SnapshotError(Exception):
     KINDS = ("unreadable", "altered", "format", "refused")
 
     def __init__(self, message: str, kind: str = "unreadable", detail: T | None = None) -> None:
-        from gpushare.reports import clean
-
         super().__init__(clean.line(message))  # names in it are the snapshot's: no escapes
         self.kind = kind if kind in self.KINDS else "unreadable"
         self.detail = detail
@@ -82,8 +81,8 @@ class SnapshotError(Exception):
 class Captured:
     """A snapshot in memory: what :func:`write` puts in the file."""
 
-    manifest: dict[str, Any]
-    cluster: dict[str, Any]
+    manifest: JsonObject
+    cluster: JsonObject
     work: list[tuple[tarfile.TarInfo, bytes]] = field(default_factory=list)
 
 
@@ -92,8 +91,8 @@ class Snapshot:
     """A verified snapshot, its work dir unpacked under the caller's scratch folder."""
 
     path: Path
-    manifest: dict[str, Any]
-    cluster: dict[str, Any]
+    manifest: JsonObject
+    cluster: JsonObject
     work_root: Path
 
     @property
@@ -101,7 +100,7 @@ class Snapshot:
         return str(self.manifest["sha256"])
 
     @property
-    def recorded(self) -> dict[str, dict[str, Any]]:
+    def recorded(self) -> dict[str, JsonObject]:
         return dict(self.manifest.get("recorded") or {})
 
 
@@ -138,7 +137,7 @@ def learner_runtime(env: dict[str, str] | None = None) -> dict[str, str]:
     return {"python3": py, "pyyaml": yml}
 
 
-def capture_workdir(root: Path) -> tuple[list[tuple[tarfile.TarInfo, bytes]], dict[str, Any]]:
+def capture_workdir(root: Path) -> tuple[list[tuple[tarfile.TarInfo, bytes]], JsonObject]:
     """The work dir's members, and what is recorded instead of content.
 
     Walks without following links. A link that stays inside is kept as a link (its target
@@ -147,7 +146,7 @@ def capture_workdir(root: Path) -> tuple[list[tuple[tarfile.TarInfo, bytes]], di
     recorded as not regular; a file over the reader's cap by its size alone.
     """
     members: list[tuple[tarfile.TarInfo, bytes]] = []
-    recorded: dict[str, Any] = {}
+    recorded: JsonObject = {}
     total = 0
     if not root.is_dir():
         return members, recorded
@@ -209,8 +208,8 @@ def _name(entry: os.DirEntry[str]) -> str:
 def build(
     *,
     learner: str,
-    cluster: dict[str, Any],
-    identity: dict[str, Any],
+    cluster: JsonObject,
+    identity: JsonObject,
     workdir: Path,
     runtime: dict[str, str],
 ) -> Captured:
@@ -234,7 +233,7 @@ def build(
     return Captured(manifest, cluster, work)
 
 
-def _cluster_bytes(cluster: dict[str, Any]) -> bytes:
+def _cluster_bytes(cluster: JsonObject) -> bytes:
     raw = json.dumps(cluster, sort_keys=True, ensure_ascii=False).encode()
     if len(raw) > MAX_CLUSTER_JSON:  # said at capture, not when the instructor grades it
         raise SnapshotError(
@@ -310,8 +309,6 @@ def load(path: Path, scratch: Path) -> Snapshot:
         )
     try:
         return _load(path, scratch)
-    except SnapshotError:
-        raise
     except bounded.TooLarge as exc:
         raise SnapshotError(f"{path}: {exc}", "refused") from None
     except MemoryError:
@@ -332,7 +329,7 @@ def load(path: Path, scratch: Path) -> Snapshot:
 
 
 def _load(path: Path, scratch: Path) -> Snapshot:
-    manifest: dict[str, Any] | None = None
+    manifest: JsonObject | None = None
     cluster_raw: bytes | None = None
     digests: dict[str, str] = {}
     unpacked = 0
@@ -423,7 +420,7 @@ def peek_digest(path: Path) -> str:
     return digest if isinstance(digest, str) and _HEX64.fullmatch(digest) else ""
 
 
-def _members(tar: tarfile.TarFile):  # type: ignore[no-untyped-def]
+def _members(tar: tarfile.TarFile) -> Iterator[tarfile.TarInfo]:
     """The members one at a time (never the whole list first: a bomb could be endless)."""
     while True:
         ti = tar.next()
@@ -448,7 +445,7 @@ def _read(tar: tarfile.TarFile, ti: tarfile.TarInfo) -> bytes:
     return data
 
 
-def _manifest(path: Path, raw: bytes) -> dict[str, Any]:
+def _manifest(path: Path, raw: bytes) -> JsonObject:
     try:
         manifest = bounded.json_loads(raw, "the manifest")
     except bounded.TooLarge:
@@ -502,11 +499,11 @@ def _manifest(path: Path, raw: bytes) -> dict[str, Any]:
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
-def _text(value: Any, limit: int = MAX_TEXT) -> bool:
+def _text(value: Json, limit: int = MAX_TEXT) -> bool:
     return isinstance(value, str) and len(value) <= limit
 
 
-def _text_map(value: Any, most: int) -> bool:
+def _text_map(value: Json, most: int) -> bool:
     """A mapping of at most ``most`` short strings to strings (or null)."""
     return (
         isinstance(value, dict)
@@ -515,7 +512,7 @@ def _text_map(value: Any, most: int) -> bool:
     )
 
 
-def manifest_problem(manifest: dict[str, Any]) -> str | None:
+def manifest_problem(manifest: JsonObject) -> str | None:
     """What is wrong with a manifest's shape ("<field> is ..."), or None."""
     if not _text(manifest["learner"]):
         return "learner is not a name (a string)"
@@ -550,7 +547,7 @@ def manifest_problem(manifest: dict[str, Any]) -> str | None:
     return None
 
 
-def cluster_problem(cluster: Any) -> str | None:
+def cluster_problem(cluster: Json) -> str | None:
     """What is wrong with cluster.json's shape (see ``LabState.export``), or None.
 
     Each answer: a GET's ``{"path", "value"}`` (an object, or null for absent) or a dry-run's
@@ -588,7 +585,7 @@ def cluster_problem(cluster: Any) -> str | None:
             continue
         if not isinstance(value, dict):
             return f"answer {said}: value is not an object"
-        objects = [value]
+        objects: list[Json] = [value]
         if "items" in value:
             items = value["items"]
             if items is not None and not isinstance(items, list):
@@ -622,7 +619,7 @@ _STRING_MAPS = frozenset({"labels", "annotations", "nodeSelector"})
 _STRINGS = frozenset({"name", "namespace", "uid", "key", "operator", "nodeName", "image"})
 
 
-def _field_problem(obj: dict[str, Any]) -> str | None:
+def _field_problem(obj: JsonObject) -> str | None:
     """The first field of ``obj`` (at any depth) whose type is not the apiserver's, or None.
     A ConfigMap's ``data`` is strings, and a node-selector ``values`` a list of strings."""
     if obj.get("kind") == "ConfigMap" or "data" in obj:
@@ -631,7 +628,7 @@ def _field_problem(obj: dict[str, Any]) -> str | None:
             isinstance(data, dict) and all(isinstance(v, str) for v in data.values())
         ):
             return "data is not a mapping of strings"
-    stack: list[Any] = [obj]
+    stack: list[Json] = [obj]
     while stack:
         node = stack.pop()
         if isinstance(node, list):
@@ -663,7 +660,7 @@ def _field_problem(obj: dict[str, Any]) -> str | None:
 def _unpack(path: Path, tar: tarfile.TarFile, ti: tarfile.TarInfo, scratch: Path) -> bytes:
     """Write one ``work/`` member under ``scratch``; refuse anything that could leave it."""
     name = ti.name
-    if not name.startswith("work/") or name in _FIXED:
+    if not name.startswith("work/"):
         raise SnapshotError(
             f"{path}: unexpected member {name!r}",
             "refused",

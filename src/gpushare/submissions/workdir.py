@@ -15,23 +15,23 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import yaml
 
+from gpushare.data import Json, JsonObject
 from gpushare.reports.messages import T
 from gpushare.submissions import bounded
 
 MAX_BYTES = 1024 * 1024
 
 
-class LineDict(dict):  # type: ignore[type-arg]
+class LineDict(dict[Json, Json]):
     """A mapping from YAML that knows the line of itself and of each key (1-based)."""
 
     line: int = 0
-    key_lines: dict[Any, int]
+    key_lines: dict[Json, int]
 
-    def line_of(self, key: Any) -> int:
+    def line_of(self, key: Json) -> int:
         return self.key_lines.get(key, self.line)
 
 
@@ -57,11 +57,12 @@ def _utf16(raw: bytes) -> bool:
     return False
 
 
-class _LineLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+class _LineLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]  # see below
     """SafeLoader whose mappings are :class:`LineDict`; nothing but plain data is built.
 
     libyaml's parser where PyYAML has it (ten times faster than the pure-Python one; the
-    constructor, and so the safety of what is built, is the same SafeConstructor).
+    constructor, and so the safety of what is built, is the same SafeConstructor). The base is
+    chosen at run time, which a type checker cannot follow (hence the ignore).
     """
 
 
@@ -97,7 +98,7 @@ class FileProblem:
         return f"{self.path}:{self.line}" if self.line else self.path
 
 
-def yaml_kind(value: Any) -> T:
+def yaml_kind(value: Json) -> T:
     """What a YAML value is, in the learner's words (never a Python type name)."""
     if isinstance(value, dict):
         return T("yaml_type_mapping")
@@ -114,7 +115,7 @@ def yaml_kind(value: Any) -> T:
     return T("yaml_type_other")  # dates and timestamps, binary: YAML types we never expect
 
 
-def load_yaml_text(text: str, origin: str, first_line: int = 1) -> list[Any] | FileProblem:
+def load_yaml_text(text: str, origin: str, first_line: int = 1) -> list[Json] | FileProblem:
     """All documents of ``text``; a syntax error is a FileProblem at its line and column.
 
     PyYAML's own description of the error is kept (in English): it names the token, which a
@@ -147,7 +148,7 @@ def link_outside(root: Path, rel: str) -> str | None:
     return real
 
 
-def recorded_problem(rel: str, entry: dict[str, Any]) -> FileProblem:
+def recorded_problem(rel: str, entry: JsonObject) -> FileProblem:
     """The problem a snapshot's record of ``rel`` stands for (see :class:`Workdir`)."""
     kind = entry.get("kind")
     if kind == "link_outside":
@@ -160,16 +161,13 @@ def recorded_problem(rel: str, entry: dict[str, Any]) -> FileProblem:
 class Workdir:
     """The learner's work directory (``k8s/``, ``bin/``, ``out/``)."""
 
-    def __init__(self, root: Path, recorded: dict[str, dict[str, Any]] | None = None) -> None:
+    def __init__(self, root: Path, recorded: dict[str, JsonObject] | None = None) -> None:
         """``recorded``: what a snapshot kept instead of a path's content (a link pointing out
         of the work dir, a FIFO, a file over the size cap), so that grading the snapshot gives
         the verdict that grading the live work dir gave."""
         self.root = root
         self.recorded = recorded or {}
         self._objects: dict[str, list[LineDict] | FileProblem] = {}
-
-    def __repr__(self) -> str:
-        return f"Workdir(root={self.root!r})"
 
     def _recorded(self, rel: str) -> FileProblem | None:
         """The snapshot's record for ``rel`` or for a folder on its way (``k8s`` -> /tmp)."""
@@ -230,7 +228,7 @@ class Workdir:
             return FileProblem(rel, T("file_empty"))
         return text
 
-    def yaml_docs(self, rel: str) -> list[Any] | FileProblem:
+    def yaml_docs(self, rel: str) -> list[Json] | FileProblem:
         """Non-empty YAML documents of a file (``---`` separated)."""
         text = self.read_text(rel)
         if isinstance(text, FileProblem):
@@ -258,15 +256,15 @@ class Workdir:
         if isinstance(docs, FileProblem):
             return docs
         out: list[LineDict] = []
-        for doc in docs:
-            if not isinstance(doc, dict):
+        for doc in docs:  # every mapping _LineLoader builds is a LineDict
+            if not isinstance(doc, LineDict):
                 return FileProblem(
                     rel, T("yaml_not_object", found=yaml_kind(doc)), getattr(doc, "line", None)
                 )
             if doc.get("kind") == "List" and isinstance(doc.get("items"), list):
-                out.extend(i for i in doc["items"] if isinstance(i, dict))
+                out.extend(i for i in doc["items"] if isinstance(i, LineDict))
             else:
-                out.append(doc)  # type: ignore[arg-type]
+                out.append(doc)
         return out
 
     def key_values(self, rel: str) -> dict[str, tuple[str, int]] | FileProblem:
