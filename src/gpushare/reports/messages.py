@@ -72,14 +72,13 @@ REFERENCE = "en"  # the catalog every other language must be complete against
 def langs() -> tuple[str, ...]:
     """The languages offered, the default first, then by name: every language with a catalog
     file (the engine's or the lab's in use) whose catalog is complete."""
-    lab = _lab_texts()
-    offered = [lang for lang in _found(lab) if not _gaps(lang, lab)]
+    offered = [lang for lang in found() if not gaps(lang)]
     return tuple(sorted(offered, key=lambda lang: (lang != DEFAULT_LANG, lang)))
 
 
-def found() -> set[str]:
+def found() -> frozenset[str]:
     """Every language with a catalog file, complete or not."""
-    return set(_found(_lab_texts()))
+    return _found(_lab_texts())
 
 
 def gaps(lang: str) -> list[str]:
@@ -93,33 +92,23 @@ def resolve_lang(option: str | None) -> str:
     for value in (option, os.environ.get("GPUSHARE_LANG")):
         if value:
             lang = value.strip().lower()[:2]
-            if not _offered(lang):
+            if lang not in found() or gaps(lang):
                 raise ValueError(_unknown(value, lang))
             return lang
     for var in ("LC_ALL", "LC_MESSAGES", "LANG"):
         value = os.environ.get(var, "")
         if value and value not in ("C", "POSIX") and not value.startswith("C."):
             lang = value.lower()[:2]
-            return lang if _offered(lang) else DEFAULT_LANG
+            return lang if lang in found() and not gaps(lang) else DEFAULT_LANG
     return DEFAULT_LANG
-
-
-def _offered(lang: str) -> bool:
-    lab = _lab_texts()
-    return lang in _found(lab) and not _gaps(lang, lab)
 
 
 def _unknown(value: str, lang: str) -> str:
     """The usage error for a language not offered; for an incomplete one, what it lacks."""
-    choose = f"choose one of {', '.join(langs())}"
     missing = gaps(lang) if lang in found() else []
-    if not missing:
-        return f"unknown language {value!r}; {choose}"
     shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
-    return (
-        f"language {value!r} is incomplete, {len(missing)} catalog entries to write ({shown}); "
-        + choose
-    )
+    what = f"its catalog is incomplete ({len(missing)} to write: {shown})" if missing else "unknown"
+    return f"language {value!r}: {what}; choose one of {', '.join(langs())}"
 
 
 def _lab_texts() -> Path:
@@ -161,6 +150,8 @@ def flat(words: Catalog) -> dict[str, str]:
 
 @cache
 def _merged(lang: str, lab: Path) -> Catalog:
+    """The engine's file, then the lab's over it, table by table. Both are the authors' (the
+    engine's and the lab's), not strangers': :func:`gaps` is their lint."""
     merged: Catalog = {"labels": {}, "values": {}, "class": {}, "checks": {}}
     if lang not in _found(lab):
         return merged
@@ -168,24 +159,9 @@ def _merged(lang: str, lab: Path) -> Catalog:
         if not path.is_file():
             continue
         data = tomllib.loads(path.read_text(encoding="utf-8"))
-        merged["labels"].update(_strings(data.get("labels"), f"{path} [labels]"))
-        merged["values"].update(_strings(data.get("values"), f"{path} [values]"))
-        merged["class"].update(_strings(data.get("class"), f"{path} [class]"))
-        checks = data.get("checks", {})
-        if not isinstance(checks, dict):
-            raise ValueError(f"{path} [checks] must be a table")
-        for number, entry in checks.items():
-            merged["checks"][number] = _strings(entry, f'{path} [checks."{number}"]')
+        for table in ("labels", "values", "class", "checks"):
+            merged[table].update(data.get(table, {}))
     return merged
-
-
-def _strings(table: Json, where: str) -> dict[str, str]:
-    """A catalog table, every value of it text: a catalog saying otherwise is its author's
-    mistake, named here rather than shown to a learner as "None"."""
-    table = {} if table is None else table
-    if not isinstance(table, dict) or not all(isinstance(v, str) for v in table.values()):
-        raise ValueError(f"{where} must be a table of text")
-    return table
 
 
 class _Safe(dict[str, str]):
