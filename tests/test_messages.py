@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -15,10 +14,9 @@ import pytest
 
 from gpushare.classroom import texts
 from gpushare.grading.checks import CheckFailed, T
-from gpushare.locations import cache_dir
 from gpushare.reports import messages
 from gpushare.reports.results import number_key
-from tests.helpers import ALL_CHECKS
+from tests.helpers import ALL_CHECKS, grade_snapshot
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -202,19 +200,6 @@ def _lab_with_xx(tmp_path: Path, *, drop: str = "", unfill: str = "") -> Path:
     return lab
 
 
-def _gpushare(lab: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUSHARE_")}
-    env.update(GPUSHARE_LAB=str(lab), GPUSHARE_CACHE=str(cache_dir()))
-    return subprocess.run(
-        [sys.executable, "-m", "gpushare", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=lab,
-        timeout=120,
-    )
-
-
 def test_a_new_language_is_one_file(tmp_path, monkeypatch):
     """With xx.toml in the lab's folder, nothing else, ``--lang xx`` grades a snapshot and a
     class in it: every title, label and feedback line the learner and the instructor read is
@@ -224,28 +209,30 @@ def test_a_new_language_is_one_file(tmp_path, monkeypatch):
     assert messages.langs() == ("zh", "en", "ko", "xx")
     assert messages.resolve_lang("xx") == "xx"
 
-    out = tmp_path / "results.json"
-    proc = _gpushare(lab, "grade", "--snapshot", str(SNAPSHOT), "--lang", "xx", "--json", str(out))
-    assert proc.returncode == 1, proc.stdout + proc.stderr  # check 2.4 fails
-    tests = json.loads(out.read_text(encoding="utf-8"))["tests"]
+    graded = grade_snapshot(SNAPSHOT, tmp_path, "--lang", "xx")  # GPUSHARE_LAB: the copy
+    assert graded.rc == 1, graded.stdout + graded.stderr  # check 2.4 fails
+    tests = graded.results["tests"]
     assert [t["name"] for t in tests] == [
         f"{n} {MARK}{messages.title(n, 'en')}" for n in sorted(ALL_CHECKS, key=number_key)
     ]
-    failed = [t for t in tests if t["status"] == "failed"]
-    assert [t["number"] for t in failed] == ["2.4"]
-    for line in failed[0]["output"].splitlines():  # problem, expected, found, where, hint
+    assert graded.failed() == {"2.4"}
+    for line in tests[[t["number"] for t in tests].index("2.4")][
+        "output"
+    ].splitlines():  # problem, expected, found, where, hint
         assert line.startswith(MARK), line
-    assert f"{MARK}{messages.label('summary_title', 'en')}" in proc.stdout
-    assert f"{MARK}{messages.step_name(2, 'en')}" in proc.stdout
+    assert f"{MARK}{messages.label('summary_title', 'en')}" in graded.stdout
+    assert f"{MARK}{messages.step_name(2, 'en')}" in graded.stdout
 
     snaps = tmp_path / "snaps"
     snaps.mkdir()
     shutil.copy(SNAPSHOT, snaps)
-    proc = _gpushare(
-        lab, "class", "grade", str(snaps), "--out", str(tmp_path / "xx"), "--lang", "xx"
+    class_grade = [sys.executable, "-m", "gpushare", "class", "grade", str(snaps)]
+    out = tmp_path / "class"
+    proc = subprocess.run(
+        [*class_grade, "--out", str(out), "--lang", "xx"], capture_output=True, text=True
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    html = (tmp_path / "xx/report.html").read_text(encoding="utf-8")
+    html = (out / "report.html").read_text(encoding="utf-8")
     assert f"<title>{MARK}{texts.text('title', 'en')}" in html
 
 
@@ -257,6 +244,6 @@ def test_an_incomplete_language_is_not_offered_and_its_gaps_are_named(tmp_path, 
         "values.absent (missing)",
         "values.file_too_large (placeholders: limit size)",
     ]
-    proc = _gpushare(lab, "grade", "--snapshot", str(SNAPSHOT), "--lang", "xx")
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert "values.absent (missing)" in proc.stderr and "values.file_too_large" in proc.stderr
+    graded = grade_snapshot(SNAPSHOT, tmp_path, "--lang", "xx")
+    assert graded.rc == 2, graded.stdout + graded.stderr
+    assert "values.absent (missing)" in graded.stderr and "values.file_too_large" in graded.stderr
