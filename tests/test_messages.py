@@ -184,6 +184,8 @@ def _lab_with_xx(tmp_path: Path, *, drop: str = "", unfill: str = "") -> Path:
     lab = tmp_path / "lab"
     for name in ("graders", "fixtures", "solutions"):
         shutil.copytree(ROOT / name, lab / name, ignore=shutil.ignore_patterns("__pycache__"))
+    (lab / "conftest.py").write_text('pytest_plugins = ["gpushare.grading.plugin"]\n')
+    (lab / "pytest.ini").write_text("[pytest]\naddopts = -p no:cacheprovider\n")
     en = messages.catalog("en")
     tables = {"labels": en["labels"], "values": en["values"], "class": en["class"]}
     tables.update({f'checks."{n}"': entry for n, entry in en["checks"].items()})
@@ -223,14 +225,22 @@ def test_a_new_language_is_one_file(tmp_path, monkeypatch):
     assert f"{MARK}{messages.label('summary_title', 'en')}" in graded.stdout
     assert f"{MARK}{messages.step_name(2, 'en')}" in graded.stdout
 
+    # the snapshot outside this checkout: pytest reads an option's path as a folder to load
+    # conftest.py files from (tests/conftest.py would then bring its own lab fixture)
     snaps = tmp_path / "snaps"
     snaps.mkdir()
-    shutil.copy(SNAPSHOT, snaps)
-    class_grade = [sys.executable, "-m", "gpushare", "class", "grade", str(snaps)]
-    out = tmp_path / "class"
+    snapshot = shutil.copy(SNAPSHOT, snaps)
+    via_pytest = tmp_path / "pytest.json"
+    pytest_run = [sys.executable, "-m", "pytest", "graders", "--snapshot", snapshot]
     proc = subprocess.run(
-        [*class_grade, "--out", str(out), "--lang", "xx"], capture_output=True, text=True
+        [*pytest_run, "--lang", "xx", "--json", str(via_pytest)], cwd=lab, capture_output=True
     )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert json.loads(via_pytest.read_text(encoding="utf-8"))["tests"] == tests
+
+    out = tmp_path / "class"
+    class_grade = [sys.executable, "-m", "gpushare", "class", "grade", str(snaps)]
+    proc = subprocess.run([*class_grade, "--out", str(out), "--lang", "xx"], capture_output=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     html = (out / "report.html").read_text(encoding="utf-8")
     assert f"<title>{MARK}{texts.text('title', 'en')}" in html
