@@ -958,7 +958,7 @@ def book(out: Path, data: dict[str, Any] | None = None) -> Path:
     titles = ["## Titles and hints", ""]
     for number in sorted(messages.catalog("en")["checks"], key=_number_key):
         titles.append(f"### {number}")
-        for lang in messages.LANGS:
+        for lang in messages.langs():
             titles.append(f"- **{lang}** {messages.title(number, lang)}  ")
             titles.append(f"  {messages.labelled('hint', messages.hint(number, lang), lang)}")
         titles.append("")
@@ -970,18 +970,18 @@ def book(out: Path, data: dict[str, Any] | None = None) -> Path:
         for number in sorted(outcome.failures, key=_number_key):
             failure = outcome.failures[number]
             rendered = {
-                lang: messages.render_failure(number, failure, lang) for lang in messages.LANGS
+                lang: messages.render_failure(number, failure, lang) for lang in messages.langs()
             }
             if (number, rendered["en"]) in seen:
                 body.append(f"- {number}: the same feedback as above")
                 continue
             seen.add((number, rendered["en"]))
             body.append(f"#### {number} ({outcome.sites[number][0]}:{outcome.sites[number][1]})")
-            for lang in messages.LANGS:
+            for lang in messages.langs():
                 head = f"[{number}] {messages.title(number, lang)}"
                 body.append(f"**{lang}**\n\n```text\n{head}\n{rendered[lang]}\n```")
             body.append("The reason the class report counts it under:\n")
-            for lang in messages.LANGS:
+            for lang in messages.langs():
                 body.append(f"- **{lang}** {_class_reason(number, rendered[lang])}")
             body.append("")
         for number, error in outcome.errors.items():
@@ -1065,7 +1065,7 @@ def class_pages() -> list[str]:
     out += ["### The class report's words (report.html and the class summary)", ""]
     for key in texts.words():
         out.append(f"- `{key}`")
-        for lang in messages.LANGS:
+        for lang in messages.langs():
             template = texts.text(key, lang)
             out.append(
                 f"  - **{lang}** {texts.text(key, lang, **_filled(template, samples, lang))}"
@@ -1078,7 +1078,7 @@ def class_pages() -> list[str]:
     for key in details:
         template = messages.catalog("en")["values"][key]
         out.append(f"#### {key}")
-        for lang in messages.LANGS:
+        for lang in messages.langs():
             detail = T(key, **{k: samples.get(k, "…") for k in messages.placeholders(template)})
             made = gradebook.error_results(
                 _Path("ann-20261201-1a2b.gpushare.tgz"),
@@ -1096,7 +1096,7 @@ def class_pages() -> list[str]:
             out.append(f"report: {report.reason_said(row, lang)}\n```")
         out.append("")
     out += ["#### a check cut short by the time limit (the other checks keep their results)", ""]
-    for lang in messages.LANGS:
+    for lang in messages.langs():
         lines = [
             messages.render_value(T("timed_out", seconds=60.0, state=T(f"timed_out_{s}")), lang)
             for s in ("running", "not_started")

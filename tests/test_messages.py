@@ -12,31 +12,26 @@ from pathlib import Path
 
 import pytest
 
+from gpushare.classroom import texts
 from gpushare.grading.checks import CheckFailed, T
 from gpushare.reports import messages
-from tests.helpers import ALL_CHECKS
+from gpushare.reports.results import number_key
+from tests.helpers import ALL_CHECKS, grade_snapshot
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _flatten(d: dict, prefix: str = "") -> dict[str, str]:
-    out = {}
-    for k, v in d.items():
-        key = f"{prefix}.{k}" if prefix else k
-        if isinstance(v, dict):
-            out.update(_flatten(v, key))
-        else:
-            out[key] = v
-    return out
+def _words(lang: str) -> dict[str, str]:
+    return messages.flat(messages.catalog(lang))
 
 
-@pytest.mark.parametrize("lang", [lang for lang in messages.LANGS if lang != "en"])
-def test_catalog_has_every_key_with_the_same_placeholders(lang):
-    en = _flatten(messages.catalog("en"))
-    other = _flatten(messages.catalog(lang))
-    assert sorted(other) == sorted(en)
-    for key, text in en.items():
-        assert messages.placeholders(other[key]) == messages.placeholders(text), key
+@pytest.mark.parametrize("lang", sorted(messages.found()))
+def test_every_catalog_is_complete(lang):
+    """The lint of the catalogs: every key and placeholder of the reference (en) in every
+    language found, named one by one when not (an incomplete language is not offered), and
+    no key the reference does not have (a renamed one left behind)."""
+    assert messages.gaps(lang) == []
+    assert sorted(set(_words(lang)) - set(_words("en"))) == []
 
 
 def _keys_used_in_code() -> set[str]:
@@ -72,7 +67,7 @@ def test_every_check_has_a_title_and_hint_in_every_language():
     for path in ROOT.glob("graders/test_step*.py"):
         numbers |= set(re.findall(r'@check\("(\d+\.\d+)"', path.read_text()))
     assert numbers == ALL_CHECKS  # what the runner loads, as the files spell it
-    for lang in messages.LANGS:
+    for lang in messages.langs():
         checks = messages.catalog(lang)["checks"]
         for n in numbers:
             assert checks[n]["title"].strip() and checks[n]["hint"].strip(), (lang, n)
@@ -126,13 +121,9 @@ KO_SPACE_PAREN = re.compile(r"[\w})\]'\"…] \(")
 CODE_SPANS = re.compile(r"#!|`[^`]*`")  # a shebang, a command in backquotes
 
 
-def _catalog_strings(lang: str) -> dict[str, str]:
-    return {k: v for k, v in _flatten(messages.catalog(lang)).items() if isinstance(v, str)}
-
-
 def _lint(pattern: re.Pattern[str], lang: str) -> dict[str, str]:
     hits = {}
-    for key, text in _catalog_strings(lang).items():
+    for key, text in _words(lang).items():
         m = pattern.search(CODE_SPANS.sub(" ", text))
         if m:
             hits[key] = m.group()
@@ -170,36 +161,99 @@ def test_the_punctuation_lint_catches_what_the_review_found(pattern, text, flagg
 def test_a_translatable_value_survives_a_results_file():
     """A could-not-grade reason kept as data in results.json is said again in any language; a
     file that is not ours (a stranger's results.json) reads as text, never a crash."""
-    import json
-
-    from gpushare.reports.messages import T, from_data, render_value, to_data
-
+    from_data, render_value, to_data = messages.from_data, messages.render_value, messages.to_data
     value = T("snapshot_altered", members=("work/k8s/a.yaml", "cluster.json"))
     back = from_data(json.loads(json.dumps(to_data(value))))
-    for lang in messages.LANGS:
+    for lang in messages.langs():
         assert render_value(back, lang) == render_value(value, lang)
     assert "work/k8s/a.yaml、cluster.json" in render_value(back, "zh")
     assert render_value(from_data({"key": "no_such_key", "params": []}), "zh") == "no_such_key"
     assert from_data({"params": {}}) == "{'params': {}}" and from_data(None) is None
 
 
-def test_a_language_is_one_catalog_file(tmp_path):
-    """``LANGS`` is the catalog files present: a copy of the module beside a new ``xx.toml``
-    knows ``xx`` (the glossary, which holds every language's terms, is no language)."""
-    (tmp_path / "messages").mkdir()
-    for catalog in messages.CATALOGS.glob("*.toml"):
-        shutil.copy(catalog, tmp_path / "messages" / catalog.name)
-    shutil.copy(messages.CATALOGS / "en.toml", tmp_path / "messages" / "xx.toml")
-    shutil.copy(messages.__file__, tmp_path / "copied.py")
-    probe = (
-        "import json, copied as m; "
-        "print(json.dumps([m.LANGS, m.resolve_lang('xx'), m.title('1.1', 'xx')]))"
+# --- a new language is one file ---------------------------------------------------------------
+
+MARK = "⟦xx⟧"  # on every text of the new language, so a test sees where each text came from
+SNAPSHOT = ROOT / "tests/recorded/2-4-forgot-to-multiply-2-on-lab-node-1.gpushare.tgz"
+
+
+def _lab_with_xx(tmp_path: Path, *, drop: str = "", unfill: str = "") -> Path:
+    """A copy of this checkout's lab plus ONE file, ``graders/messages/xx.toml``: the engine's
+    English words and the lab's, each marked. ``drop`` leaves one key out; ``unfill`` keeps
+    one text but without its placeholders."""
+    lab = tmp_path / "lab"
+    for name in ("graders", "fixtures", "solutions"):
+        shutil.copytree(ROOT / name, lab / name, ignore=shutil.ignore_patterns("__pycache__"))
+    (lab / "conftest.py").write_text('pytest_plugins = ["gpushare.grading.plugin"]\n')
+    (lab / "pytest.ini").write_text("[pytest]\naddopts = -p no:cacheprovider\n")
+    en = messages.catalog("en")
+    tables = {"labels": en["labels"], "values": en["values"], "class": en["class"]}
+    tables.update({f'checks."{n}"': entry for n, entry in en["checks"].items()})
+    lines = []
+    for table, entries in tables.items():
+        lines.append(f"[{table}]")
+        for key, text in entries.items():
+            flat = f"{table.replace(chr(34), '')}.{key}"
+            if flat == unfill:
+                text = re.sub(r"\{\w+\}", "", text)
+            if flat != drop:
+                lines.append(f"{json.dumps(key)} = {json.dumps(MARK + text, ensure_ascii=False)}")
+    (lab / "graders/messages/xx.toml").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return lab
+
+
+def test_a_new_language_is_one_file(tmp_path, monkeypatch):
+    """With xx.toml in the lab's folder, nothing else, ``--lang xx`` grades a snapshot and a
+    class in it: every title, label and feedback line the learner and the instructor read is
+    a text of that file."""
+    lab = _lab_with_xx(tmp_path)
+    monkeypatch.setenv("GPUSHARE_LAB", str(lab))
+    assert messages.langs() == ("zh", "en", "ko", "xx")
+    assert messages.resolve_lang("xx") == "xx"
+
+    graded = grade_snapshot(SNAPSHOT, tmp_path, "--lang", "xx")  # GPUSHARE_LAB: the copy
+    assert graded.rc == 1, graded.stdout + graded.stderr  # check 2.4 fails
+    tests = graded.results["tests"]
+    assert [t["name"] for t in tests] == [
+        f"{n} {MARK}{messages.title(n, 'en')}" for n in sorted(ALL_CHECKS, key=number_key)
+    ]
+    assert graded.failed() == {"2.4"}
+    for line in tests[[t["number"] for t in tests].index("2.4")][
+        "output"
+    ].splitlines():  # problem, expected, found, where, hint
+        assert line.startswith(MARK), line
+    assert f"{MARK}{messages.label('summary_title', 'en')}" in graded.stdout
+    assert f"{MARK}{messages.step_name(2, 'en')}" in graded.stdout
+
+    # the snapshot outside this checkout: pytest reads an option's path as a folder to load
+    # conftest.py files from (tests/conftest.py would then bring its own lab fixture)
+    snaps = tmp_path / "snaps"
+    snaps.mkdir()
+    snapshot = shutil.copy(SNAPSHOT, snaps)
+    via_pytest = tmp_path / "pytest.json"
+    pytest_run = [sys.executable, "-m", "pytest", "graders", "--snapshot", snapshot]
+    proc = subprocess.run(
+        [*pytest_run, "--lang", "xx", "--json", str(via_pytest)], cwd=lab, capture_output=True
     )
-    out = subprocess.run(
-        [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, check=True
-    )
-    langs, chosen, title = json.loads(out.stdout)
-    assert langs == ["zh", "en", "ko", "xx"] and chosen == "xx"
-    assert title == messages.title("1.1", "en")
-    assert messages.LANGS[0] == messages.DEFAULT_LANG
-    assert set(messages.LANGS) == {"zh", "ko", "en"}  # the catalogs of this checkout
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert json.loads(via_pytest.read_text(encoding="utf-8"))["tests"] == tests
+
+    out = tmp_path / "class"
+    class_grade = [sys.executable, "-m", "gpushare", "class", "grade", str(snaps)]
+    proc = subprocess.run([*class_grade, "--out", str(out), "--lang", "xx"], capture_output=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert f"<title>{MARK}{texts.text('title', 'en')}" in html
+
+
+def test_an_incomplete_language_is_not_offered_and_its_gaps_are_named(tmp_path, monkeypatch):
+    lab = _lab_with_xx(tmp_path, drop="values.absent", unfill="values.file_too_large")
+    monkeypatch.setenv("GPUSHARE_LAB", str(lab))
+    assert "xx" in messages.found() and "xx" not in messages.langs()
+    assert messages.gaps("xx") == [
+        "values.absent (missing)",
+        "values.file_too_large (placeholders: limit size)",
+    ]
+    graded = grade_snapshot(SNAPSHOT, tmp_path, "--lang", "xx")
+    assert graded.rc == 2, graded.stdout + graded.stderr
+    assert "values.absent (missing)" in graded.stderr and "values.file_too_large" in graded.stderr

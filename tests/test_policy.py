@@ -66,7 +66,7 @@ def test_an_empty_policy_shows_everything(tmp_path):
     ("text", "words"),
     [
         ('[checks."6.50"]\nvisibility = "hidden"\n', ['[checks."6.50"]', "not a check"]),
-        ("[steps.9]\nvisibility = 'hidden'\n", ["[steps.9]", "1 to 8"]),
+        ("[steps.9]\nvisibility = 'hidden'\n", ["[steps.9]", "(1, 2, 3, 4, 5, 6, 7, 8)"]),
         ("[default]\nvisibility = 'secret'\n", ["'secret'", "after_due_date"]),
         ("[default]\nvisible = false\n", ["unknown key 'visible'"]),
         ("[stpes.6]\nvisibility = 'hidden'\n", ["unknown key 'stpes'"]),

@@ -131,7 +131,7 @@ def _add_class(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
             default=0,
             help="base seed of the unseen cases, mixed with each snapshot's hash (default 0)",
         )
-        q.add_argument("--lang", help="language of feedback and report: zh (default), ko, en")
+        q.add_argument("--lang", help="language of feedback and report (default: zh)")
         q.add_argument(
             "--timeout",
             type=float,

@@ -43,4 +43,4 @@ def reason(cell: Cell) -> str:
 
 def _labels(*keys: str) -> tuple[str, ...]:
     """The line starts of the feedback's labelled lines, in every language ("实际：", "Found: ")."""
-    return tuple(messages.labelled(key, "", lang) for key in keys for lang in messages.LANGS)
+    return tuple(messages.labelled(key, "", lang) for key in keys for lang in messages.langs())

@@ -255,7 +255,7 @@ SHARED_OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
             "trusted work)",
         },
     ),
-    ("--lang", {"help": "feedback language: zh (default), ko, en"}),
+    ("--lang", {"help": "feedback language (default: zh)"}),
     ("--json", {"metavar": "FILE", "help": "write Gradescope-style results.json"}),
     ("--seed", {"type": int, "help": "seed of the grade's generated cases (default: random)"}),
 )

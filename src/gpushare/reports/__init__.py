@@ -1,1 +1,1 @@
-"""What people and LMSs read: feedback in three languages, scores, JUnit XML, policy."""
+"""What people and LMSs read: feedback in the learner's language, scores, JUnit XML, policy."""

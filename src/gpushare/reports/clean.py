@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import csv
 import re
-from typing import Any, TextIO
+from collections.abc import Iterable
+from typing import TextIO
 
 # Bidirectional controls: ALM, LRM, RLM, LRE..RLO, LRI..PDI.
 _BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
@@ -41,17 +42,17 @@ def _escape(match: re.Match[str]) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
-def text(value: Any) -> str:
+def text(value: object) -> str:
     """``value`` as text for a terminal, XML or HTML: lines and tabs kept, no control."""
     return _IN_TEXT.sub(_escape, str(value))
 
 
-def line(value: Any) -> str:
+def line(value: object) -> str:
     """``value`` as one line of such text: newlines and tabs escaped too."""
     return _IN_LINE.sub(_escape, str(value))
 
 
-def csv_cell(value: Any) -> Any:
+def csv_cell(value: object) -> object:
     """A CSV cell: numbers as they are; text as :func:`line`, never a formula."""
     if value is None or isinstance(value, bool | int | float):
         return value
@@ -61,24 +62,16 @@ def csv_cell(value: Any) -> Any:
     return cell
 
 
-def csv_row(values: list[Any]) -> list[Any]:
-    return [csv_cell(v) for v in values]
-
-
 class _CsvWriter:
     """``csv.writer`` whose every cell goes through :func:`csv_cell`."""
 
-    def __init__(self, stream: TextIO, **options: Any) -> None:
-        self._writer = csv.writer(stream, **options)
+    def __init__(self, stream: TextIO, lineterminator: str) -> None:
+        self._writer = csv.writer(stream, lineterminator=lineterminator)
 
-    def writerow(self, row: Any) -> Any:
-        return self._writer.writerow(csv_row(list(row)))
-
-    def writerows(self, rows: Any) -> None:
-        for row in rows:
-            self.writerow(row)
+    def writerow(self, row: Iterable[object]) -> None:
+        self._writer.writerow([csv_cell(v) for v in row])
 
 
-def csv_writer(stream: TextIO, **options: Any) -> _CsvWriter:
+def csv_writer(stream: TextIO, *, lineterminator: str = "\r\n") -> _CsvWriter:
     """A CSV writer for a table that holds learners' text (grades.csv)."""
-    return _CsvWriter(stream, **options)
+    return _CsvWriter(stream, lineterminator)

@@ -18,12 +18,6 @@ from gpushare.reports import clean
 from gpushare.reports.results import Report
 
 
-def _safe(text: str) -> str:
-    """Feedback for XML: learner files and script output may hold characters XML 1.0 cannot
-    carry, and escapes that a CI log would play on a terminal (see reports.clean)."""
-    return clean.text(text)
-
-
 def write(
     report: Report,
     path: Path,
@@ -59,9 +53,11 @@ def write(
             time=f"{durations.get(check.nodeid, 0.0):.3f}",
         )
         if not check.passed:
+            # learners' files and script output may hold what XML 1.0 cannot carry, and escapes
+            # a CI log would play on a terminal (see reports.clean)
+            text = clean.text(f"{headline[check.number]}\n{check.output}")
             # an <error> when the check could not judge (cluster unreadable, a grader bug):
             # not the learner's failure, and CI dashboards tell the two apart
-            text = _safe(f"{headline[check.number]}\n{check.output}")
             failure = ET.SubElement(case, "error" if check.error else "failure", message=text)
             failure.text = text
     path.parent.mkdir(parents=True, exist_ok=True)

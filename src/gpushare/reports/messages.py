@@ -1,29 +1,36 @@
 """Feedback in the learner's language, from message catalogs that are data.
 
-Two catalogs make each language's, merged table by table, the lab's over the engine's:
+A language's catalog is one or two files, merged table by table, the lab's over the engine's:
 
-- the engine's, ``messages/<lang>.toml`` here: the labels of a feedback block, the values the
-  engine itself says (``[values]``: "the file does not exist", a snapshot refused, a grade
-  that could not be taken), and the instructor's words of the class report (``[class]``, read
-  by :mod:`gpushare.classroom.texts`). The languages are these files;
+- the engine's, ``messages/<lang>.toml`` here: the labels of a feedback block (``[labels]``),
+  the values the engine itself says (``[values]``: "the file does not exist", a snapshot
+  refused, a grade that could not be taken), and the instructor's words of the class report
+  (``[class]``, read by :mod:`gpushare.classroom.texts`);
 - the lab's, ``messages/<lang>.toml`` in its graders folder: its step names (``[labels]
   step<N>``), each check's title and hint (``[checks."<step>.<n>"]``) and the values its
-  graders say. Its ``glossary.toml`` fixes the word for each of its terms in each language;
-  tests/test_feedback.py holds the catalogs to it.
+  graders say. It may hold the engine's tables too: a lab adds a language the engine lacks with
+  this one file. The lab's ``glossary.toml`` fixes the word for each of its terms in each
+  language; tests/test_feedback.py holds the catalogs to it.
 
-Chinese is the default; Korean and English are complete too (a test proves every key and
-placeholder exists in all three). The TOML files are read as they are, once per process
-(``tomllib``): an edited catalog is what the next grade shows, with no build step in between.
+A language is a file ``<two letters>.toml`` in either folder whose merged catalog is complete:
+every key of the reference (English: the engine's ``en.toml`` with the lab's over it), with the
+same placeholders. :func:`gaps` names what an incomplete one lacks; it is not offered. Chinese
+is the default. The TOML files are read as they are, once per process (``tomllib``): an edited
+catalog is what the next grade shows, with no build step in between.
 """
 
 from __future__ import annotations
 
 import os
 import string
+import tomllib
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
+
+from gpushare.data import Json
+from gpushare.locations import graders_dir
 
 if TYPE_CHECKING:
     from gpushare.grading.checks import CheckFailed
@@ -38,23 +45,46 @@ class T:
     """
 
     key: str
-    params: Any
+    params: dict[str, object]
 
-    def __init__(self, key: str, /, **params: Any) -> None:
+    def __init__(self, key: str, /, **params: object) -> None:
         self.key = key
         self.params = params
 
 
+# One language's words, in the four tables a catalog file may hold (this form because "class"
+# is a keyword). A check's entry holds its "title" and "hint".
+Catalog = TypedDict(
+    "Catalog",
+    {
+        "labels": dict[str, str],
+        "values": dict[str, str],
+        "class": dict[str, str],
+        "checks": dict[str, dict[str, str]],
+    },
+)
+
 CATALOGS = Path(__file__).with_name("messages")
 DEFAULT_LANG = "zh"
-# The languages are the engine's catalog files present: a new language is one file here (and
-# the lab's texts in it, with its words in the lab's glossary). The default first, then by name.
-LANGS = tuple(
-    sorted(
-        (p.stem for p in CATALOGS.glob("*.toml")),
-        key=lambda lang: (lang != DEFAULT_LANG, lang),
-    )
-)
+REFERENCE = "en"  # the catalog every other language must be complete against
+
+
+def langs() -> tuple[str, ...]:
+    """The languages offered, the default first, then by name: every language with a catalog
+    file (the engine's or the lab's in use) whose catalog is complete."""
+    offered = [lang for lang in found() if not gaps(lang)]
+    return tuple(sorted(offered, key=lambda lang: (lang != DEFAULT_LANG, lang)))
+
+
+def found() -> frozenset[str]:
+    """Every language with a catalog file, complete or not."""
+    return _found(_lab_texts())
+
+
+def gaps(lang: str) -> list[str]:
+    """What ``lang``'s catalog lacks against the reference: each key missing, and each key
+    whose placeholders are not the reference's. Empty: the language is complete."""
+    return list(_gaps(lang, _lab_texts()))
 
 
 def resolve_lang(option: str | None) -> str:
@@ -62,38 +92,79 @@ def resolve_lang(option: str | None) -> str:
     for value in (option, os.environ.get("GPUSHARE_LANG")):
         if value:
             lang = value.strip().lower()[:2]
-            if lang not in LANGS:
-                raise ValueError(f"unknown language {value!r}; choose one of {', '.join(LANGS)}")
+            if lang not in found() or gaps(lang):
+                raise ValueError(_unknown(value, lang))
             return lang
     for var in ("LC_ALL", "LC_MESSAGES", "LANG"):
         value = os.environ.get(var, "")
         if value and value not in ("C", "POSIX") and not value.startswith("C."):
             lang = value.lower()[:2]
-            return lang if lang in LANGS else DEFAULT_LANG
+            return lang if lang in found() and not gaps(lang) else DEFAULT_LANG
     return DEFAULT_LANG
 
 
-def catalog(lang: str) -> dict[str, Any]:
-    """The catalog of ``lang``: the engine's, with the lab's (of the graders in use) over it."""
-    from gpushare.locations import graders_dir
+def _unknown(value: str, lang: str) -> str:
+    """The usage error for a language not offered; for an incomplete one, what it lacks."""
+    missing = gaps(lang) if lang in found() else []
+    shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+    what = f"its catalog is incomplete ({len(missing)} to write: {shown})" if missing else "unknown"
+    return f"language {value!r}: {what}; choose one of {', '.join(langs())}"
 
-    return _merged(lang, graders_dir() / "messages")
+
+def _lab_texts() -> Path:
+    return graders_dir() / "messages"
 
 
 @cache
-def _merged(lang: str, lab: Path) -> dict[str, Any]:
-    import tomllib
+def _found(lab: Path) -> frozenset[str]:
+    # a language's file is named by its two-letter code, so glossary.toml is none
+    return frozenset(p.stem for folder in (CATALOGS, lab) for p in folder.glob("[a-z][a-z].toml"))
 
-    merged: dict[str, Any] = {}
+
+@cache
+def _gaps(lang: str, lab: Path) -> tuple[str, ...]:
+    reference, have = flat(_merged(REFERENCE, lab)), flat(_merged(lang, lab))
+    out = []
+    for key, text in reference.items():
+        if key not in have:
+            out.append(f"{key} (missing)")
+        elif placeholders(have[key]) != placeholders(text):
+            out.append(f"{key} (placeholders: {' '.join(sorted(placeholders(text))) or 'none'})")
+    return tuple(out)
+
+
+def catalog(lang: str) -> Catalog:
+    """The catalog of ``lang``: the engine's, with the lab's (of the graders in use) over it.
+    A language with no file (a stranger's results.json may name any) has empty tables."""
+    return _merged(lang, _lab_texts())
+
+
+def flat(words: Catalog) -> dict[str, str]:
+    """A catalog as one mapping: ``labels.sep``, ``values.absent``, ``checks.1.1.title``..."""
+    tables = {"labels": words["labels"], "values": words["values"], "class": words["class"]}
+    tables.update({f"checks.{number}": entry for number, entry in words["checks"].items()})
+    return {
+        f"{table}.{key}": text for table, entries in tables.items() for key, text in entries.items()
+    }
+
+
+@cache
+def _merged(lang: str, lab: Path) -> Catalog:
+    """The engine's file, then the lab's over it, table by table. Both are the authors' (the
+    engine's and the lab's), not strangers': :func:`gaps` is their lint."""
+    merged: Catalog = {"labels": {}, "values": {}, "class": {}, "checks": {}}
+    if lang not in _found(lab):
+        return merged
     for path in (CATALOGS / f"{lang}.toml", lab / f"{lang}.toml"):
-        if path.is_file():
-            for table, entries in tomllib.loads(path.read_text(encoding="utf-8")).items():
-                merged.setdefault(table, {}).update(entries)
-    merged.setdefault("checks", {})
+        if not path.is_file():
+            continue
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        for table in ("labels", "values", "class", "checks"):
+            merged[table].update(data.get(table, {}))
     return merged
 
 
-class _Safe(dict):  # type: ignore[type-arg]
+class _Safe(dict[str, str]):
     """Format mapping that leaves an unknown placeholder visible instead of raising."""
 
     def __missing__(self, key: str) -> str:
@@ -104,7 +175,7 @@ def placeholders(text: str) -> set[str]:
     return {f for _, f, _, _ in string.Formatter().parse(text) if f}
 
 
-def render_value(value: Any, lang: str) -> str:
+def render_value(value: object, lang: str) -> str:
     if value is None:
         return ""
     # A tuple enumerates names (keys, nodes: "yes、no、partial"), a list strings clauses
@@ -114,7 +185,7 @@ def render_value(value: Any, lang: str) -> str:
     if isinstance(value, list):
         return label("list_sep", lang).join(render_value(v, lang) for v in value)
     if isinstance(value, T):
-        template = catalog(lang)["values"].get(value.key) or catalog("en")["values"].get(
+        template = catalog(lang)["values"].get(value.key) or catalog(REFERENCE)["values"].get(
             value.key, value.key
         )
         params = {k: render_value(v, lang) for k, v in value.params.items()}
@@ -122,14 +193,16 @@ def render_value(value: Any, lang: str) -> str:
     return str(value)
 
 
+def _check(number: str, lang: str) -> dict[str, str]:
+    return catalog(lang)["checks"].get(number) or catalog(REFERENCE)["checks"].get(number) or {}
+
+
 def title(number: str, lang: str) -> str:
-    entry = catalog(lang)["checks"].get(number) or catalog("en")["checks"].get(number) or {}
-    return entry.get("title", number)
+    return _check(number, lang).get("title", number)
 
 
 def hint(number: str, lang: str) -> str:
-    entry = catalog(lang)["checks"].get(number) or catalog("en")["checks"].get(number) or {}
-    return entry.get("hint", "")
+    return _check(number, lang).get("hint", "")
 
 
 def label(key: str, lang: str) -> str:
@@ -138,10 +211,10 @@ def label(key: str, lang: str) -> str:
 
 def step_name(step: int, lang: str) -> str:
     """A step's name (``[labels] step<N>``); a new step without one yet is shown by number."""
-    for source in (lang, "en"):
+    for source in (lang, REFERENCE):
         name = catalog(source)["labels"].get(f"step{step}")
         if name:
-            return str(name)
+            return name
     return f"{label('step', lang)} {step}" if "step" in catalog(lang)["labels"] else f"{step}"
 
 
@@ -155,12 +228,15 @@ def render_failure(number: str, failure: CheckFailed, lang: str) -> str:
     lines = []
     if failure.problem is not None:
         lines.append(render_value(failure.problem, lang))
-    for key in ("expected", "found", "where"):
-        value = getattr(failure, key)
+    for key, value in (
+        ("expected", failure.expected),
+        ("found", failure.found),
+        ("where", failure.where),
+    ):
         if value is not None and value != "":
             lines.append(labelled(key, render_value(value, lang), lang))
-    own = getattr(failure, "hint", None)  # a failure whose check's hint would mislead
-    text = render_value(own, lang) if own is not None else hint(number, lang)
+    # a failure whose check's hint would mislead carries its own
+    text = render_value(failure.hint, lang) if failure.hint is not None else hint(number, lang)
     if text:
         lines.append(labelled("hint", text, lang))
     return "\n".join(lines)
@@ -171,7 +247,7 @@ def render_error(number: str, exc: BaseException, lang: str) -> str:
     return render_value(T("grader_error", error=f"{type(exc).__name__}: {exc}"[:300]), lang)
 
 
-def to_data(value: Any) -> Any:
+def to_data(value: object) -> Json:
     """A translatable value as JSON data (``{"key": ..., "params": {...}}``), so a reason kept in
     a results.json can be said again later in another language (a class report's)."""
     if isinstance(value, T):
@@ -181,11 +257,12 @@ def to_data(value: Any) -> Any:
     return value if isinstance(value, str | int | float) or value is None else str(value)
 
 
-def from_data(data: Any) -> Any:
+def from_data(data: Json) -> object:
     """The inverse of :func:`to_data`; anything else read back (a file is a stranger's) is text,
     and a key no catalog knows shows as itself rather than failing a report."""
     if isinstance(data, dict) and isinstance(data.get("key"), str):
-        params = data.get("params") if isinstance(data.get("params"), dict) else {}
+        params = data.get("params")
+        params = params if isinstance(params, dict) else {}
         return T(data["key"], **{str(k): from_data(v) for k, v in params.items()})
     if isinstance(data, list):
         return tuple(from_data(v) for v in data)

@@ -36,9 +36,13 @@ XML, the terminal and the class report hold the same redactions and the same hon
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+import tomllib
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+
+from gpushare.data import Json, JsonObject
+from gpushare.reports import messages
+from gpushare.reports.results import Report
 
 VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
 _RULE_KEYS = {"visibility", "show_expected"}
@@ -53,7 +57,7 @@ class PolicyError(Exception):
 class Rule:
     """What learners see of one check."""
 
-    show_expected: bool | None
+    show_expected: bool
     visibility: str
 
     def __init__(self, visibility: str = "visible", show_expected: bool | None = None) -> None:
@@ -62,29 +66,15 @@ class Rule:
         self.show_expected = visibility == "visible" if show_expected is None else show_expected
 
 
-@dataclass(init=False)
+@dataclass(kw_only=True)
 class Policy:
     """A parsed policy: a default rule, rules per step and per check, and where it came from."""
 
-    checks: dict[str, Rule] | None
-    default: Rule | None
-    name: str
-    sha256: str
-    steps: dict[int, Rule] | None
-
-    def __init__(
-        self,
-        *,
-        default: Rule | None = None,
-        steps: dict[int, Rule] | None = None,
-        checks: dict[str, Rule] | None = None,
-        name: str = "",
-        sha256: str = "",
-    ) -> None:
-        self.default = default or Rule()
-        self.steps = steps or {}
-        self.checks = checks or {}
-        self.name, self.sha256 = name, sha256
+    default: Rule = field(default_factory=Rule)
+    steps: dict[int, Rule] = field(default_factory=dict)
+    checks: dict[str, Rule] = field(default_factory=dict)
+    name: str = ""
+    sha256: str = ""
 
     def rule(self, number: str) -> Rule:
         """The check's own rule, else its step's, else the default."""
@@ -100,9 +90,7 @@ class Policy:
 
 def known_checks() -> set[str]:
     """Every check number of the lab (the catalogs title each one; a test keeps them whole)."""
-    from gpushare.reports import messages
-
-    return set(messages.catalog("en")["checks"])
+    return set(messages.catalog(messages.REFERENCE)["checks"])
 
 
 def load(path: Path) -> Policy:
@@ -112,8 +100,6 @@ def load(path: Path) -> Policy:
         raw = path.read_bytes()
     except OSError as exc:
         raise PolicyError(f"cannot read the policy {path}: {exc.strerror or exc}") from None
-    import tomllib
-
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
@@ -121,7 +107,7 @@ def load(path: Path) -> Policy:
     return parse(data, name=path.name, sha256=hashlib.sha256(raw).hexdigest())
 
 
-def parse(data: dict[str, Any], *, name: str = "policy", sha256: str = "") -> Policy:
+def parse(data: JsonObject, *, name: str = "policy", sha256: str = "") -> Policy:
     """A policy from TOML data. Unknown keys, steps and check numbers are refused: a typo
     such as ``[checks."6.50"]`` would otherwise leave the check it meant visible."""
     where = name
@@ -129,13 +115,16 @@ def parse(data: dict[str, Any], *, name: str = "policy", sha256: str = "") -> Po
     if extra:
         raise PolicyError(f"{where}: unknown key {sorted(extra)[0]!r} (use default, steps, checks)")
     default = _rule(data.get("default", {}), f"{where} [default]")
+    known = known_checks()
+    lab_steps = sorted({number.split(".")[0] for number in known}, key=int)
     steps: dict[int, Rule] = {}
     for key, value in _table(data.get("steps", {}), f"{where} [steps]").items():
-        if not (key.isdigit() and 1 <= int(key) <= 8):
-            raise PolicyError(f"{where}: [steps.{key}] is not a step of the lab (1 to 8)")
+        if key not in lab_steps:
+            raise PolicyError(
+                f"{where}: [steps.{key}] is not a step of the lab ({', '.join(lab_steps)})"
+            )
         steps[int(key)] = _rule(value, f"{where} [steps.{key}]")
     checks: dict[str, Rule] = {}
-    known = known_checks()
     for key, value in _table(data.get("checks", {}), f"{where} [checks]").items():
         if key not in known:
             raise PolicyError(f'{where}: [checks."{key}"] is not a check of the lab')
@@ -143,13 +132,13 @@ def parse(data: dict[str, Any], *, name: str = "policy", sha256: str = "") -> Po
     return Policy(default=default, steps=steps, checks=checks, name=name, sha256=sha256)
 
 
-def _table(value: Any, where: str) -> dict[str, Any]:
+def _table(value: Json, where: str) -> JsonObject:
     if not isinstance(value, dict):
         raise PolicyError(f"{where} must be a table")
     return value
 
 
-def _rule(value: Any, where: str) -> Rule:
+def _rule(value: Json, where: str) -> Rule:
     table = _table(value, where)
     extra = set(table) - _RULE_KEYS
     if extra:
@@ -170,7 +159,7 @@ def _rule(value: Any, where: str) -> Rule:
     return Rule(visibility, show)
 
 
-def apply(report: Any, policy: Policy | None) -> Any:
+def apply(report: Report, policy: Policy | None) -> Report:
     """Set every check's visibility and withhold feedback as the policy says; the same report.
 
     Idempotent, so a caller (``gpushare grade``, the class report, ``run_autograder``) may
@@ -178,9 +167,6 @@ def apply(report: Any, policy: Policy | None) -> Any:
     """
     if policy is None:
         return report
-    from gpushare.reports import messages
-    from gpushare.reports.messages import T
-
     report.policy = policy.describe()
     lang = report.lang
     for check in report.checks:
@@ -188,7 +174,7 @@ def apply(report: Any, policy: Policy | None) -> Any:
         check.visibility = rule.visibility
         if rule.show_expected or check.withheld or (check.passed and not check.output):
             continue
-        lines = [messages.render_value(T("withheld"), lang)]
+        lines = [messages.render_value(messages.T("withheld"), lang)]
         hint = messages.hint(check.number, lang)
         if rule.visibility == "visible" and hint:
             lines.append(messages.labelled("hint", hint, lang))

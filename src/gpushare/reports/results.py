@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
-from typing import Any
 
 from gpushare import __version__, versions
+from gpushare.data import JsonObject
+from gpushare.reports import messages
 
 # What a JUnit XML may say about what was graded, besides the grade's own properties: these
 # keys of Report.cluster, in this order, and no other. A snapshot's manifest chooses the rest
@@ -67,7 +69,7 @@ class CheckResult:
         self.output = output
         self.error = self.error or error
 
-    def as_test(self) -> dict[str, Any]:
+    def as_test(self) -> JsonObject:
         return {
             "name": f"{self.number} {self.title}",
             "number": self.number,
@@ -98,11 +100,11 @@ class Report:
     seed: int
     workdir: str
     server: str | None
-    cluster: dict[str, str] | None = None  # what was graded: kubeconfig, context, server...
+    cluster: JsonObject | None = None  # what was graded: kubeconfig, context, server...
     could_not_grade: str | None = None  # why the cluster could not be read (voids the grade)
     could_not_grade_kind: str | None = None  # a class's sort of reason (e.g. a bad snapshot's)
     # the same reason as a translatable value (messages.T), said in the learner's language
-    could_not_grade_detail: Any = None
+    could_not_grade_detail: object = None
     timed_out: bool = False  # the deadline struck: finished checks keep their results
     policy: str | None = None
     isolation: str | None = None  # the learner's runs' level: bubblewrap, uid, none
@@ -139,8 +141,6 @@ class Report:
         visible, at most "all visible checks passed" (otter-grader #138: learners told "All
         tests passed" while hidden tests failed).
         """
-        from gpushare.reports import messages
-
         if self.not_visible():
             shown = self.visible()
             ok = bool(shown) and all(c.passed for c in shown)
@@ -150,16 +150,13 @@ class Report:
     def figures(self) -> str:
         """The score as learners may read it: the visible checks' alone while some are not
         visible (their points would tell how the hidden ones went), plus how many are not."""
-        from gpushare.reports import messages
-        from gpushare.reports.messages import T
-
         hidden = self.not_visible()
         if not hidden:
             return f"{self.score}/{self.max_score}"
         shown = self.visible()
         score, top = sum(c.score for c in shown), sum(c.max_score for c in shown)
         total = f"{messages.labelled('visible_total', f'{score}/{top}', self.lang)}"
-        more = T("not_shown", count=len(hidden), points=sum(c.max_score for c in hidden))
+        more = messages.T("not_shown", count=len(hidden), points=sum(c.max_score for c in hidden))
         return f"{total}\n{messages.render_value(more, self.lang)}"
 
     def steps(self, checks: list[CheckResult] | None = None) -> dict[int, tuple[int, int, bool]]:
@@ -172,16 +169,12 @@ class Report:
 
     def reason_said(self, lang: str | None = None) -> str:
         """Why the grade is void or incomplete, in ``lang`` (the report's own by default)."""
-        from gpushare.reports import messages
-
         if self.could_not_grade_detail is not None:
             return messages.render_value(self.could_not_grade_detail, lang or self.lang)
         return self.could_not_grade or ""
 
-    def metadata(self) -> dict[str, Any]:
+    def metadata(self) -> JsonObject:
         """What a regrade needs: tool and lab versions, the seed, the language."""
-        from gpushare.reports import messages
-
         return {
             "tool": "gpushare",
             "tool_version": __version__,
@@ -240,15 +233,12 @@ class Report:
                 props[key] = str(graded[key])
         return props
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> JsonObject:
         """Gradescope's results.json. A grade that could not be taken carries no ``score``
         (nor do its tests): an LMS must not record the checks that could not read as zeros.
         """
-        from gpushare.reports import messages
-        from gpushare.reports.messages import T
-
         verdict = self.verdict()
-        out: dict[str, Any] = {
+        out: JsonObject = {
             "score": self.score,
             "max_score": self.max_score,
             "execution_time": round(self.execution_time, 3),
@@ -260,7 +250,7 @@ class Report:
         }
         if self.timed_out:  # finished checks keep their scores: a partial grade, marked so
             out["output"] = messages.render_value(
-                T("report_incomplete", reason=self.reason_said(), figures=self.figures()),
+                messages.T("report_incomplete", reason=self.reason_said(), figures=self.figures()),
                 self.lang,
             )
         elif not self.complete:
@@ -268,14 +258,12 @@ class Report:
             for test in out["tests"]:
                 del test["score"]
             out["output"] = messages.render_value(
-                T("report_not_graded", reason=self.reason_said()), self.lang
+                messages.T("report_not_graded", reason=self.reason_said()), self.lang
             )
         return out
 
     def write_json(self, path: Path) -> None:
         """Write atomically: an LMS polling the file never reads half of it."""
-        import tempfile
-
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
