@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gpushare.classroom import identity
-from gpushare.classroom.identity import Layout, Placed
+from gpushare.classroom.identity import Layout
 from gpushare.submissions import bounded
 from gpushare.submissions.snapshot import MAX_ARCHIVE, SUFFIX
 
@@ -123,7 +123,7 @@ def describe(path: Path, root: Path | None = None, layout: Layout | None = None)
     if not captured and match:
         d, t = match["d"], match["t"]
         captured = f"{d[:4]}-{d[4:6]}-{d[6:]}T{t[:2]}:{t[2:4]}:{t[4:]}Z"
-    placed = layout.place(path, root) if layout is not None else _folder_only(path, root)
+    placed = (layout or Layout()).place(path, root)
     if placed is not None:
         learner, source = placed.learner, placed.source
     elif claimed:
@@ -145,10 +145,6 @@ def describe(path: Path, root: Path | None = None, layout: Layout | None = None)
         mismatch=bool(placed and claimed and not placed.names(claimed)),
         root=root,
     )
-
-
-def _folder_only(path: Path, root: Path | None) -> Placed | None:
-    return Layout().place(path, root)
 
 
 def _text(value: object) -> str:
