@@ -56,6 +56,14 @@ READY = ".gpushare-ready"  # in the snapshots claim: written once every snapshot
 READY_WAIT = 3600  # seconds a grading pod waits for it before it gives up (exit 2)
 INDEX = "JOB_COMPLETION_INDEX"
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+# Every pod of the procedure: not root, and every container locked down as far as it can be
+# (each object takes a copy: a caller may change its own).
+_POD_USER = {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000}
+_LOCKED = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "readOnlyRootFilesystem": True,
+}
 
 
 def manifests(
@@ -115,9 +123,7 @@ def manifests(
             "limits": {"memory": memory},
         },
         "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "capabilities": {"drop": ["ALL"]},
-            "readOnlyRootFilesystem": True,
+            **_LOCKED,
             "seccompProfile": {"type": profile},
             "appArmorProfile": {"type": profile},
             **sandbox_needs,
@@ -142,12 +148,7 @@ def manifests(
                 "spec": {
                     "restartPolicy": "Never",
                     **({} if unsafe_no_sandbox else {"hostUsers": False}),
-                    "securityContext": {
-                        "runAsNonRoot": True,
-                        "runAsUser": 1000,
-                        "runAsGroup": 1000,
-                        "fsGroup": 1000,
-                    },
+                    "securityContext": {**_POD_USER},
                     "containers": [container],
                     "volumes": [
                         {
@@ -193,19 +194,9 @@ def manifests(
 
 def _restricted(container: JsonObject) -> JsonObject:
     """A pod of the procedure that runs no learner's script: Pod Security ``restricted``."""
-    container["securityContext"] = {
-        "allowPrivilegeEscalation": False,
-        "capabilities": {"drop": ["ALL"]},
-        "readOnlyRootFilesystem": True,
-    }
+    container["securityContext"] = {**_LOCKED}
     return {
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": 1000,
-            "runAsGroup": 1000,
-            "fsGroup": 1000,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": {**_POD_USER, "seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [container],
     }
 
