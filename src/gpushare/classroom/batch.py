@@ -166,12 +166,12 @@ def grade_class(
             shown.update(row.folder, row.status, row.score, seconds)
 
     def failed(index: int, ended: str, why: str, seconds: float) -> None:
+        """A worker that died or hung: its task's error row, written here."""
         task = tasks[index]
-        kind = "timeout" if ended == pool.HUNG else "grader"
         report = gradebook.error_results(
             task.snapshot,
             why,
-            kind,
+            "timeout" if ended == pool.HUNG else "grader",
             lang=lang,
             seed=task.seed,
             checks=checks,
@@ -179,10 +179,7 @@ def grade_class(
             detail=_ended_detail(ended, why, timeout + _GRACE),
         )
         results = gradebook.write_error(task.folder, report, checks, task.record)
-        row = gradebook.row_from_results(folders[index], results)
-        rows.append(row)
-        if shown:
-            shown.update(row.folder, row.status, row.score, seconds)
+        done(index, worker.Graded(results, cost={}), seconds)
 
     scratch = Path(tempfile.mkdtemp(prefix="gpushare-class-"))
     try:
