@@ -289,7 +289,7 @@ def expect_exactly(paths: list[Path], expect: int | None) -> None:
     cut short or still running, another class's files among them)."""
     if expect is None:
         return
-    found = len(inputs.find(paths))
+    found = len(inputs.locate(paths))
     if found != expect:
         why = "a copy cut short or still running?" if found < expect else "whose are the rest?"
         raise InputError(

@@ -88,16 +88,10 @@ def _utf8(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def find(paths: list[Path]) -> list[Path]:
-    """Every snapshot named: a file as given, a folder searched (recursively) for
-    ``*.gpushare.tgz``. Sorted and without duplicates."""
-    return [path for path, _root in locate(paths)]
-
-
 def locate(paths: list[Path]) -> list[tuple[Path, Path | None]]:
-    """Every snapshot named, with the PATH (a folder) it was found under, or None for a file
-    named itself. Sorted by file, without duplicates (the first PATH that finds a file keeps
-    it)."""
+    """Every snapshot named (a file as given, a folder searched recursively for
+    ``*.gpushare.tgz``), with the PATH (a folder) it was found under, or None for a file named
+    itself. Sorted by file, without duplicates (the first PATH that finds a file keeps it)."""
     found: dict[Path, Path | None] = {}
     for path in paths:
         if path.is_dir():
