@@ -1,9 +1,10 @@
-"""One row per submission, read back from its ``results.json``; ``grades.csv`` made from rows.
+"""One row per submission, made from its ``results.json``; ``grades.csv`` made from rows.
 
 Every output of a class grade (the CSV, the report, the regrade diff, a merge of shards) is
-made from the per-learner ``results.json`` files through :func:`row_from_results`, never from
-anything else a run kept in memory: a merge of shards therefore writes the very bytes of one
-unsharded run, and ``--previous`` can read any earlier class folder.
+made from the per-learner ``results.json`` files through :func:`row_from_results` (in a run,
+of the JSON parsed from the text just written: :func:`write_results`), never from anything
+else a run kept in memory: a merge of shards therefore writes the very bytes of one unsharded
+run, and ``--previous`` can read any earlier class folder.
 
 A submission that could not be graded (a bad snapshot, a grade past its time limit, a grading
 process that died) gets a results.json too, made by :func:`error_results` in the shape of a
