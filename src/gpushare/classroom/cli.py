@@ -1,8 +1,8 @@
 """``gpushare class ...``: each subcommand to its module.
 
 Each is imported when its subcommand runs (the one lazy import of the room's commands): ``class
-job`` only prints a script, and importing ``batch`` and ``merge`` (the grade, the sandbox, the
-gradebook) would add 30 ms to its 80 ms of imports.
+job`` only prints a script, and importing ``batch`` and ``merge`` too (the grade, the sandbox,
+the gradebook) takes it from 0.10 s to 0.15 s (measured, best of 8).
 """
 
 from __future__ import annotations
