@@ -159,7 +159,8 @@ def row_from_results(folder: str, results: JsonObject) -> Row:
 
 
 def _detail(extra: JsonObject) -> object:
-    """The reason of an error row as a translatable value, or None (an older results.json)."""
+    """The reason of an error row as a translatable value, or None when the results.json
+    holds none (an options or grade error says one English line; an older gpushare wrote none)."""
     data = extra.get("could_not_grade_detail")
     return messages.from_data(data) if isinstance(data, dict) else None
 

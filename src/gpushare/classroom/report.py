@@ -441,7 +441,7 @@ def _flagged(t: _Words, rows: list[Row]) -> str:
 
 def reason_said(row: Row, lang: str) -> str:
     """Why an error row has no grade, in ``lang``: the reason the row kept as a translatable
-    value; for a row without one (an older results.json), its sort in ``lang`` and then the
+    value; for a row without one (:func:`gradebook._detail`), its sort in ``lang`` and then the
     technical reason (English), without the snapshot's long path."""
     if row.detail is not None:
         return _short(messages.render_value(row.detail, lang))
