@@ -7,6 +7,5 @@ many snapshots (:mod:`.pool`, :mod:`.worker`), and writes one folder per learner
 against an earlier run (:mod:`.diff`). ``class job`` prints a Kubernetes Indexed Job that runs
 shards of the same command (:mod:`.job`), and ``class merge`` joins the shards' folders into one
 gradebook and one report (:mod:`.merge`); both flag what an instructor should look at
-(:mod:`.flags`). What a check's feedback looks like in any of these outputs is decided in one
-place, :mod:`.feedback`.
+(:mod:`.flags`). The report groups failures by the reason :mod:`.feedback` reads in them.
 """

@@ -14,24 +14,31 @@ no score), 2 nothing could be graded at all (no snapshot found, bad options, no 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
+import json
 import os
 import re
 import shutil
+import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from gpushare.classroom import diff as regrade
-from gpushare.classroom import flags, gradebook, identity, inputs, pool, report
+from gpushare.classroom import flags, gradebook, identity, inputs, pool, report, worker
 from gpushare.classroom.gradebook import CheckInfo, Row
 from gpushare.classroom.inputs import InputError
 from gpushare.classroom.progress import Progress
 from gpushare.classroom.texts import text
+from gpushare.data import JsonObject
+from gpushare.reports import clean, messages
 from gpushare.reports.messages import T
+from gpushare.reports.policy import Policy, PolicyError
+from gpushare.reports.policy import load as load_policy
+from gpushare.sandbox import isolation, levels
 
 DEFAULT_TIMEOUT = 60.0
 # What a class (or shard) folder was graded with, for ``class merge``: the ``--seed`` above all,
@@ -79,8 +86,6 @@ def default_jobs() -> int:
 
 
 def resolve_lang(lang: str | None) -> str:
-    from gpushare.reports import messages
-
     try:
         return messages.resolve_lang(lang)
     except ValueError as exc:
@@ -127,12 +132,7 @@ def grade_class(
     visibility = _policy(policy)
     _require_sandbox(unsafe_no_sandbox)
     if not unsafe_no_sandbox:  # the uid level: no learner's script may read the class's files
-        from gpushare.sandbox import levels
-
         levels.protect_at_uid([*paths, out, *([policy] if policy else [])])
-    from gpushare.classroom import worker
-
-    worker.preload()
     checks = gradebook.catalog()
     out.mkdir(parents=True, exist_ok=True)
     folders = [s.folder(every) for s in chosen]
@@ -149,6 +149,7 @@ def grade_class(
                 timeout=timeout,
                 unsafe_no_sandbox=unsafe_no_sandbox,
                 checks=tuple(checks),
+                record=sub.record(),
                 policy=visibility,
             )
         )
@@ -156,34 +157,29 @@ def grade_class(
     costs: list[dict[str, float]] = []
     shown = progress(len(tasks)) if progress else None
 
-    def done(index: int, payload: dict[str, Any], seconds: float) -> None:
-        results = gradebook.stamp(tasks[index].folder, chosen[index].record())
-        row = gradebook.row_from_results(folders[index], results)
+    def done(index: int, graded: worker.Graded, seconds: float) -> None:
+        row = gradebook.row_from_results(folders[index], graded.results)
         rows.append(row)
         if row.status != "error":
-            costs.append({k: payload[k] for k in ("seconds", "cpu_ours", "cpu_learner")})
+            costs.append(graded.cost)
         if shown:
             shown.update(row.folder, row.status, row.score, seconds)
 
     def failed(index: int, ended: str, why: str, seconds: float) -> None:
+        """A worker that died or hung: its task's error row, written here."""
         task = tasks[index]
-        kind = "timeout" if ended == pool.HUNG else "grader"
-        results = gradebook.write_error(
-            task.folder,
+        report = gradebook.error_results(
             task.snapshot,
             why,
-            kind,
+            "timeout" if ended == pool.HUNG else "grader",
             lang=lang,
             seed=task.seed,
             checks=checks,
             why="timeout" if ended == pool.HUNG else "died",
             detail=_ended_detail(ended, why, timeout + _GRACE),
         )
-        results = gradebook.stamp(task.folder, chosen[index].record())
-        row = gradebook.row_from_results(folders[index], results)
-        rows.append(row)
-        if shown:
-            shown.update(row.folder, row.status, row.score, seconds)
+        results = gradebook.write_error(task.folder, report, checks, task.record)
+        done(index, worker.Graded(results, cost={}), seconds)
 
     scratch = Path(tempfile.mkdtemp(prefix="gpushare-class-"))
     try:
@@ -206,7 +202,7 @@ def grade_class(
     return run
 
 
-def _deadline(text: str | None) -> Any:
+def _deadline(text: str | None) -> dt.datetime | None:
     """``--deadline`` as a time (UTC when it names no offset), or None."""
     if not text:
         return None
@@ -218,18 +214,14 @@ def _deadline(text: str | None) -> Any:
     return when
 
 
-def write_class_file(out: Path, **fields: Any) -> None:
+def write_class_file(out: Path, **fields: object) -> None:
     """``class.json``: how this folder was graded (see :data:`CLASS_FILE`)."""
-    import json
-
     text = json.dumps({"format": 1, **fields}, indent=2, sort_keys=True) + "\n"
     (out / CLASS_FILE).write_text(text, encoding="utf-8")
 
 
-def read_class_file(folder: Path) -> dict[str, Any]:
+def read_class_file(folder: Path) -> JsonObject:
     """A folder's ``class.json``, or {} when it has none (or not one we can read)."""
-    import json
-
     try:
         data = json.loads((folder / CLASS_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -248,7 +240,7 @@ def finish(
     started: float,
     costs: list[dict[str, float]],
     partial: bool = False,
-    deadline: Any = None,
+    deadline: dt.datetime | None = None,
 ) -> ClassRun:
     """Write grades.csv and report.html of ``rows`` (a run's, or merged shards'), with the
     suspicion flags of the whole class (:func:`flags.mark`)."""
@@ -273,23 +265,19 @@ def _previous(previous: Path | None) -> list[Row] | None:
     return rows
 
 
-def _policy(path: Path | None) -> Any:
+def _policy(path: Path | None) -> Policy | None:
     """The instructor's visibility policy: applied to every results.json, so the report, made
     from them, shows only what learners may see."""
     if path is None:
         return None
-    from gpushare.grading.grade import OptionError, _policy
-
     try:
-        return _policy(str(path))
-    except OptionError as exc:
+        return load_policy(path.expanduser())
+    except PolicyError as exc:
         raise InputError(str(exc)) from None
 
 
 def _require_sandbox(unsafe: bool) -> None:
     """Refuse once, up front, rather than fail every submission the same way."""
-    from gpushare.sandbox import isolation
-
     try:
         isolation.require(unsafe_no_sandbox=unsafe)
     except isolation.IsolationUnavailable as exc:
@@ -301,7 +289,7 @@ def expect_exactly(paths: list[Path], expect: int | None) -> None:
     cut short or still running, another class's files among them)."""
     if expect is None:
         return
-    found = len(inputs.find(paths))
+    found = len(inputs.locate(paths))
     if found != expect:
         why = "a copy cut short or still running?" if found < expect else "whose are the rest?"
         raise InputError(
@@ -331,8 +319,6 @@ def _drop_stale(out: Path, keep: set[str]) -> None:
 
 def summary(run: ClassRun) -> str:
     """The terminal's summary: counts, scores, errors, the regrade diff, where things are."""
-    import statistics
-
     lang = run.lang
     graded = [r for r in run.rows if r.status != "error"]
     scores = [r.score for r in graded if r.score is not None]
@@ -368,8 +354,7 @@ def summary(run: ClassRun) -> str:
             lines.append(text("unchanged", lang, previous=run.diff.previous, n=run.diff.compared))
     lines.append(f"grades.csv:  {run.out / gradebook.CSV_NAME}")
     lines.append(f"report.html: {run.out / report.REPORT_NAME}")
-    from gpushare.reports import clean  # folder names and reasons are the learners'
-
+    # folder names and reasons are the learners': shown, never obeyed by the terminal
     return clean.text("\n".join(lines)) + "\n"
 
 

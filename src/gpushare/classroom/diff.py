@@ -20,10 +20,6 @@ class Change:
     flips: list[tuple[str, str, str]] = field(default_factory=list)  # (number, was, is)
 
     @property
-    def learner(self) -> str:
-        return self.folder
-
-    @property
     def delta(self) -> int | None:
         if self.before is None or self.after is None:
             return None

@@ -1,9 +1,8 @@
-"""What the class outputs show of a check's feedback: the one place that decides it.
+"""The reason a check failed, as the class report groups its failures.
 
-The report quotes learners' feedback (the reasons of failed checks, example texts), and the
-regrade diff names checks. Whatever policy limits what may be shown of a check (a visibility
-policy hides expected values of hidden checks, say) is applied here, and only here, so every
-page and line of a class grade follows it.
+The report quotes learners' feedback as their results.json holds it: what learners may see of
+a check (the visibility policy) was applied when that file was written, so every page and line
+of a class grade follows it.
 """
 
 from __future__ import annotations
@@ -17,11 +16,6 @@ _MAX_REASON = 240
 _LONG_NUMBER = re.compile(r"\d{5,}")
 
 
-def shown(cell: Cell) -> str:
-    """The feedback of ``cell`` as the class outputs may show it."""
-    return cell.output
-
-
 def reason(cell: Cell) -> str:
     """What a failure is grouped by: the problem the feedback names first (a line without a
     label: "The file does not exist."), else what it says was found ("Found: replicas: 1"),
@@ -30,7 +24,7 @@ def reason(cell: Cell) -> str:
 
     Long numbers (each submission's own seed of the unseen cases) become "…", so the same
     problem of two learners is one reason, not two."""
-    lines = [line.strip() for line in shown(cell).splitlines() if line.strip()]
+    lines = [line.strip() for line in cell.output.splitlines() if line.strip()]
     lines = [line for line in lines if not line.startswith(_labels("hint"))]
     if not lines:
         return "-"

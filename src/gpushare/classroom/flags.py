@@ -25,7 +25,12 @@ import datetime as dt
 import unicodedata
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+
+from gpushare import locations
+from gpushare.classroom.gradebook import Row
+from gpushare.classroom.inputs import peek
+from gpushare.data import JsonObject
+from gpushare.reports import clean
 
 KEYS = (
     "manifest_learner",
@@ -52,9 +57,6 @@ def parse_time(text: str) -> dt.datetime | None:
 
 def shipped_clusters(root: Path | None = None) -> dict[str, str]:
     """cluster uid -> the shipped snapshot that carries it (examples, the recorded reference)."""
-    from gpushare import locations
-    from gpushare.classroom.inputs import peek
-
     # the folder that holds the graders: the checkout, or /opt/gpushare in the grading image
     base = root or locations.graders_dir().parent
     found: dict[str, str] = {}
@@ -70,7 +72,7 @@ def shipped_clusters(root: Path | None = None) -> dict[str, str]:
 
 
 def mark(
-    rows: Iterable[Any],
+    rows: Iterable[Row],
     *,
     deadline: dt.datetime | None = None,
     now: dt.datetime | None = None,
@@ -80,9 +82,9 @@ def mark(
     rows = list(rows)
     now = now or dt.datetime.now(dt.UTC)
     shipped = shipped if shipped is not None else shipped_clusters()
-    by_uid: dict[str, list[Any]] = {}
-    by_hash: dict[str, list[Any]] = {}
-    by_claim: dict[str, list[Any]] = {}
+    by_uid: dict[str, list[Row]] = {}
+    by_hash: dict[str, list[Row]] = {}
+    by_claim: dict[str, list[Row]] = {}
     for row in rows:
         sub = row.submission
         if sub.get("cluster_uid"):
@@ -119,11 +121,11 @@ def mark(
         row.flags = {k: found[k] for k in KEYS if k in found}
 
 
-def _uid(row: Any) -> str:
+def _uid(row: Row) -> str:
     return str(row.submission.get("cluster_uid") or "")
 
 
-def _others(row: Any, rows: list[Any], by_folder: bool = False) -> str:
+def _others(row: Row, rows: list[Row], by_folder: bool = False) -> str:
     """The other learners (or rows) of a group, as the report names them."""
     if by_folder:
         names = sorted({r.folder for r in rows if r.folder != row.folder})
@@ -132,7 +134,7 @@ def _others(row: Any, rows: list[Any], by_folder: bool = False) -> str:
     return ", ".join(names)
 
 
-def _claim(sub: dict[str, Any]) -> str:
+def _claim(sub: JsonObject) -> str:
     """The learner a manifest names, as an id: exact (``zhang san`` is not ``zhang_san``)
     but for Unicode normalisation."""
     return unicodedata.normalize("NFC", str(sub.get("claimed") or ""))
@@ -141,6 +143,4 @@ def _claim(sub: dict[str, Any]) -> str:
 def printable(text: str, limit: int = 120) -> str:
     """``text`` cut to ``limit``, its control characters shown as escapes
     (:func:`gpushare.reports.clean.line`): what a snapshot says, safe on a terminal."""
-    from gpushare.reports import clean
-
     return clean.line(text[:limit]) + ("…" if len(text) > limit else "")

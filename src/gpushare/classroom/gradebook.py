@@ -1,9 +1,10 @@
-"""One row per submission, read back from its ``results.json``; ``grades.csv`` made from rows.
+"""One row per submission, made from its ``results.json``; ``grades.csv`` made from rows.
 
 Every output of a class grade (the CSV, the report, the regrade diff, a merge of shards) is
-made from the per-learner ``results.json`` files through :func:`row_from_results`, never from
-anything else a run kept in memory: a merge of shards therefore writes the very bytes of one
-unsharded run, and ``--previous`` can read any earlier class folder.
+made from the per-learner ``results.json`` files through :func:`row_from_results` (in a run,
+of the JSON parsed from the text just written: :func:`write_results`), never from anything
+else a run kept in memory: a merge of shards therefore writes the very bytes of one unsharded
+run, and ``--previous`` can read any earlier class folder.
 
 A submission that could not be graded (a bad snapshot, a grade past its time limit, a grading
 process that died) gets a results.json too, made by :func:`error_results` in the shape of a
@@ -19,13 +20,15 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from gpushare.reports import clean
-from gpushare.reports.results import number_key
+from gpushare.classroom import texts
+from gpushare.data import JsonObject
+from gpushare.grading import runner
+from gpushare.locations import graders_dir
+from gpushare.reports import clean, junit, messages
+from gpushare.reports.results import CheckResult, Report, number_key
 
 CSV_NAME = "grades.csv"
-STATUSES = ("passed", "failed", "error")
 
 
 @dataclass(frozen=True)
@@ -75,8 +78,8 @@ class Row:
     lang: str = ""  # of the feedback
     digest: str = ""  # the snapshot's content hash, when it was graded (the seed derives from it)
     why: str = ""  # the sort of reason of an error row (classroom.texts ``why_*``), or ""
-    detail: Any = None  # the reason as a translatable value (messages.T), when it has one
-    submission: dict[str, Any] = field(default_factory=dict)  # whose, from where (inputs)
+    detail: object = None  # the reason as a translatable value (messages.T), when it has one
+    submission: JsonObject = field(default_factory=dict)  # whose, from where (inputs)
     flags: dict[str, str] = field(default_factory=dict)  # suspicion flag -> detail (flags.py)
     isolation: str = ""  # the level the learner's script ran at (gpushare.sandbox.levels)
 
@@ -91,16 +94,13 @@ class Row:
 
 def catalog() -> list[CheckInfo]:
     """Every check of the graders, in number order (the CSV's columns)."""
-    from gpushare.grading import runner
-    from gpushare.locations import graders_dir
-
     return [
         CheckInfo(c.meta["number"], c.meta["step"], c.meta["points"], c.nodeid, c.classname)
         for c in runner.load_checks(graders_dir())
     ]
 
 
-def row_from_results(folder: str, results: dict[str, Any]) -> Row:
+def row_from_results(folder: str, results: JsonObject) -> Row:
     """A row from a results.json as ``gpushare grade`` (or :func:`error_results`) wrote it."""
     extra = results.get("extra_data") or {}
     graded = extra.get("cluster") or {}
@@ -158,38 +158,35 @@ def row_from_results(folder: str, results: dict[str, Any]) -> Row:
     )
 
 
-def _detail(extra: dict[str, Any]) -> Any:
-    """The reason of an error row as a translatable value, or None (an older results.json)."""
-    from gpushare.reports.messages import from_data
-
+def _detail(extra: JsonObject) -> object:
+    """The reason of an error row as a translatable value, or None when the results.json
+    holds none (an options or grade error says one English line; an older gpushare wrote none)."""
     data = extra.get("could_not_grade_detail")
-    return from_data(data) if isinstance(data, dict) else None
+    return messages.from_data(data) if isinstance(data, dict) else None
 
 
-def _submission(extra: dict[str, Any]) -> dict[str, Any]:
+def _submission(extra: JsonObject) -> JsonObject:
     """What the class run recorded of a submission (inputs.Submission.record), or {}."""
     sub = extra.get("submission")
     return dict(sub) if isinstance(sub, dict) else {}
 
 
-def stamp(folder: Path, record: dict[str, Any]) -> dict[str, Any]:
-    """Add ``record`` (whose the submission is, from where) to ``folder/results.json`` as
-    ``extra_data.submission``; return the JSON."""
-    path = folder / "results.json"
-    results = json.loads(path.read_text(encoding="utf-8"))
-    results.setdefault("extra_data", {})["submission"] = record
-    text = json.dumps(results, ensure_ascii=False, indent=2) + "\n"
-    write_text(path, text)
-    return results
+def write_results(folder: Path, data: JsonObject, record: dict[str, object]) -> JsonObject:
+    """Write ``folder/results.json``: ``data`` (a report's JSON) with ``record`` (whose the
+    submission is, from where: :meth:`inputs.Submission.record`) as ``extra_data.submission``.
+    Return the JSON as read back from the text written, as every later reader reads it."""
+    data["extra_data"]["submission"] = record
+    text = json.dumps(data, ensure_ascii=False, indent=2) + "\n"
+    write_text(folder / "results.json", text)
+    written: JsonObject = json.loads(text)
+    return written
 
 
-def _why(extra: dict[str, Any]) -> str:
+def _why(extra: JsonObject) -> str:
     """The sort of reason of an error row: what the class recorded, or a grade's own deadline
     ("" for one we have no words for, e.g. from another gpushare)."""
-    from gpushare.classroom.texts import has
-
     why = str(extra.get("could_not_grade_kind") or ("timeout" if extra.get("timed_out") else ""))
-    return why if why and has(f"why_{why}") else ""
+    return why if why and texts.has(f"why_{why}") else ""
 
 
 def error_results(
@@ -201,8 +198,8 @@ def error_results(
     seed: int | None,
     checks: list[CheckInfo],
     why: str = "",
-    detail: Any = None,
-) -> Any:
+    detail: object = None,
+) -> Report:
     """A :class:`~gpushare.reports.results.Report` for a submission that could not be graded: every
     check an error of ``kind`` ("cluster" for a bad snapshot, "timeout", "grader") saying why,
     no score. Written with the same writers as a grade, so an LMS reads it the same way.
@@ -210,9 +207,7 @@ def error_results(
     ``why`` sorts ``reason`` (a bad snapshot's :attr:`SnapshotError.kind`, ``timeout``,
     ``died``); ``detail`` is ``reason`` as a translatable value, which the learner reads in
     their language (else the sort in their language and the English ``reason`` after it)."""
-    from gpushare.classroom.texts import text as word
-    from gpushare.reports import messages, results
-
+    word = texts.text
     if detail is not None:
         said = messages.render_value(detail, lang)
     else:
@@ -221,7 +216,7 @@ def error_results(
             said = word("why_said", lang, why=word(f"why_{why}", lang), reason=said)
     text = word("not_graded", lang, reason=said)
     cells = [
-        results.CheckResult(
+        CheckResult(
             number=c.number,
             step=c.step,
             title=messages.title(c.number, lang),
@@ -234,7 +229,7 @@ def error_results(
         )
         for c in checks
     ]
-    return results.Report(
+    return Report(
         checks=cells,
         execution_time=0.0,
         lang=lang,
@@ -249,24 +244,10 @@ def error_results(
 
 
 def write_error(
-    folder: Path,
-    snapshot: Path,
-    reason: str,
-    kind: str,
-    *,
-    lang: str,
-    seed: int | None,
-    checks: list[CheckInfo],
-    why: str = "",
-    detail: Any = None,
-) -> dict[str, Any]:
-    """Write results.json and junit.xml of an ungradable submission; return the JSON."""
-    from gpushare.reports import junit
-
-    report = error_results(
-        snapshot, reason, kind, lang=lang, seed=seed, checks=checks, why=why, detail=detail
-    )
-    report.write_json(folder / "results.json")
+    folder: Path, report: Report, checks: list[CheckInfo], record: dict[str, object]
+) -> JsonObject:
+    """Write junit.xml and results.json (with ``record``: :func:`write_results`) of an
+    ungradable submission's :func:`error_results`; return the JSON."""
     junit.write(
         report,
         folder / "junit.xml",
@@ -274,7 +255,7 @@ def write_error(
         durations={},
         headline={c.number: c.number for c in checks},
     )
-    return json.loads((folder / "results.json").read_text(encoding="utf-8"))
+    return write_results(folder, report.as_json(), record)
 
 
 def load_rows(class_dir: Path, *, strict: bool = False) -> list[Row]:

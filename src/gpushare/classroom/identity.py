@@ -38,6 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
 
+import yaml
+
 # Everything the class run writes at the top of --out (compared case-insensitively: a folder
 # copied to a case-insensitive file system must not land on one of them either).
 RESERVED = frozenset({"class.json", "grades.csv", "report.html"})
@@ -209,8 +211,6 @@ def read_gradescope(meta: Path) -> dict[str, tuple[str, tuple[str, ...]]]:
     """``submission_<id>`` -> (learner, other names) of a Gradescope export's metadata: the
     submitters' SIDs (else e-mail, else name), joined with ``+`` for a group; the names and
     e-mail addresses (and their local parts) as the other names."""
-    import yaml
-
     try:
         if meta.stat().st_size > _MAX_METADATA:
             raise LayoutError(f"{meta}: over {_MAX_METADATA} bytes")

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gpushare.classroom import identity
-from gpushare.classroom.identity import Layout, Placed
+from gpushare.classroom.identity import Layout
 from gpushare.submissions import bounded
 from gpushare.submissions.snapshot import MAX_ARCHIVE, SUFFIX
 
@@ -88,16 +88,10 @@ def _utf8(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def find(paths: list[Path]) -> list[Path]:
-    """Every snapshot named: a file as given, a folder searched (recursively) for
-    ``*.gpushare.tgz``. Sorted and without duplicates."""
-    return [path for path, _root in locate(paths)]
-
-
 def locate(paths: list[Path]) -> list[tuple[Path, Path | None]]:
-    """Every snapshot named, with the PATH (a folder) it was found under, or None for a file
-    named itself. Sorted by file, without duplicates (the first PATH that finds a file keeps
-    it)."""
+    """Every snapshot named (a file as given, a folder searched recursively for
+    ``*.gpushare.tgz``), with the PATH (a folder) it was found under, or None for a file named
+    itself. Sorted by file, without duplicates (the first PATH that finds a file keeps it)."""
     found: dict[Path, Path | None] = {}
     for path in paths:
         if path.is_dir():
@@ -123,7 +117,7 @@ def describe(path: Path, root: Path | None = None, layout: Layout | None = None)
     if not captured and match:
         d, t = match["d"], match["t"]
         captured = f"{d[:4]}-{d[4:6]}-{d[6:]}T{t[:2]}:{t[2:4]}:{t[4:]}Z"
-    placed = layout.place(path, root) if layout is not None else _folder_only(path, root)
+    placed = (layout or Layout()).place(path, root)
     if placed is not None:
         learner, source = placed.learner, placed.source
     elif claimed:
@@ -145,10 +139,6 @@ def describe(path: Path, root: Path | None = None, layout: Layout | None = None)
         mismatch=bool(placed and claimed and not placed.names(claimed)),
         root=root,
     )
-
-
-def _folder_only(path: Path, root: Path | None) -> Placed | None:
-    return Layout().place(path, root)
 
 
 def _text(value: object) -> str:

@@ -39,11 +39,15 @@ missing, :mod:`gpushare.sandbox.diagnose` names it in the refusal the pod logs.
 from __future__ import annotations
 
 import argparse
+import json
+import re
 import shlex
 import sys
 from dataclasses import dataclass, field
-from typing import Any
 
+import yaml
+
+from gpushare.data import JsonObject
 from gpushare.submissions.snapshot import SUFFIX
 
 SNAPSHOTS = "/snapshots"
@@ -52,6 +56,14 @@ READY = ".gpushare-ready"  # in the snapshots claim: written once every snapshot
 READY_WAIT = 3600  # seconds a grading pod waits for it before it gives up (exit 2)
 INDEX = "JOB_COMPLETION_INDEX"
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+# Every pod of the procedure: not root, and every container locked down as far as it can be
+# (each object takes a copy: a caller may change its own).
+_POD_USER = {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000}
+_LOCKED = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "readOnlyRootFilesystem": True,
+}
 
 
 def manifests(
@@ -70,12 +82,12 @@ def manifests(
     memory: str = "2Gi",
     grade_args: list[str] | None = None,
     unsafe_no_sandbox: bool = False,
-) -> list[dict[str, Any]]:
+) -> list[JsonObject]:
     """The objects to create: the two claims (unless ``claims`` is False), then the Job."""
     if shards < 1:
         raise ValueError("--shards must be at least 1")
     labels = {"app.kubernetes.io/name": "gpushare-class", "app.kubernetes.io/instance": name}
-    meta: dict[str, Any] = {"labels": labels}
+    meta: JsonObject = {"labels": labels}
     if namespace:
         meta["namespace"] = namespace
     command = [
@@ -111,9 +123,7 @@ def manifests(
             "limits": {"memory": memory},
         },
         "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "capabilities": {"drop": ["ALL"]},
-            "readOnlyRootFilesystem": True,
+            **_LOCKED,
             "seccompProfile": {"type": profile},
             "appArmorProfile": {"type": profile},
             **sandbox_needs,
@@ -138,12 +148,7 @@ def manifests(
                 "spec": {
                     "restartPolicy": "Never",
                     **({} if unsafe_no_sandbox else {"hostUsers": False}),
-                    "securityContext": {
-                        "runAsNonRoot": True,
-                        "runAsUser": 1000,
-                        "runAsGroup": 1000,
-                        "fsGroup": 1000,
-                    },
+                    "securityContext": {**_POD_USER},
                     "containers": [container],
                     "volumes": [
                         {
@@ -160,13 +165,13 @@ def manifests(
             },
         },
     }
-    objects: list[dict[str, Any]] = []
+    objects: list[JsonObject] = []
     if claims:
         for claim, mode, size in (
             (snapshots_claim, "ReadWriteMany", snapshots_size),  # the loader writes it
             (results_claim, "ReadWriteMany", results_size),
         ):
-            spec: dict[str, Any] = {
+            spec: JsonObject = {
                 "accessModes": [mode],
                 "resources": {"requests": {"storage": size}},
             }
@@ -187,26 +192,16 @@ def manifests(
 # --------------------------------------------------------------------------- the procedure
 
 
-def _restricted(container: dict[str, Any]) -> dict[str, Any]:
+def _restricted(container: JsonObject) -> JsonObject:
     """A pod of the procedure that runs no learner's script: Pod Security ``restricted``."""
-    container["securityContext"] = {
-        "allowPrivilegeEscalation": False,
-        "capabilities": {"drop": ["ALL"]},
-        "readOnlyRootFilesystem": True,
-    }
+    container["securityContext"] = {**_LOCKED}
     return {
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": 1000,
-            "runAsGroup": 1000,
-            "fsGroup": 1000,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": {**_POD_USER, "seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [container],
     }
 
 
-def _wait_for_the_loader(job: dict[str, Any], image: str) -> dict[str, Any]:
+def _wait_for_the_loader(job: JsonObject, image: str) -> JsonObject:
     """The grading pods start only once the loader marked the snapshots complete, and a
     refusal (exit 2: not the expected snapshots, no sandbox) fails its index without a retry
     that could only be refused again."""
@@ -236,19 +231,15 @@ def _wait_for_the_loader(job: dict[str, Any], image: str) -> dict[str, Any]:
     return job
 
 
-def _pod(name: str, meta: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, **meta}, "spec": spec}
-
-
 def _helper_pod(
     name: str,
-    meta: dict[str, Any],
+    meta: JsonObject,
     image: str,
     claim: str,
     mount: str,
     read_only: bool,
     seconds: int,
-) -> dict[str, Any]:
+) -> JsonObject:
     """A pod that only sleeps (bounded) while the script streams files in or out of it."""
     spec = _restricted(
         {
@@ -267,12 +258,12 @@ def _helper_pod(
         activeDeadlineSeconds=seconds,
         volumes=[{"name": "files", "persistentVolumeClaim": volume}],
     )
-    return _pod(name, meta, spec)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, **meta}, "spec": spec}
 
 
 def merge_job(
-    *, image: str, shards: int, name: str, meta: dict[str, Any], results_claim: str, memory: str
-) -> dict[str, Any]:
+    *, image: str, shards: int, name: str, meta: JsonObject, results_claim: str, memory: str
+) -> JsonObject:
     """``class merge`` of every shard, named one by one (a missing shard is an error, not a
     smaller class), with the writable ``/tmp`` and ``MPLCONFIGDIR`` matplotlib needs."""
     command = [
@@ -320,19 +311,26 @@ class Step:
     """One step of the procedure: what it is for, the objects it creates, the shell after."""
 
     title: str
-    objects: list[dict[str, Any]] = field(default_factory=list)
+    objects: list[JsonObject] = field(default_factory=list)
     shell: list[str] = field(default_factory=list)
     before: list[str] = field(default_factory=list)  # an earlier run's leftovers removed
 
 
-def procedure(*, expect: int, **options: Any) -> list[Step]:
-    """The whole procedure: :func:`manifests`, then the pods and commands around them."""
+def procedure(
+    objects: list[JsonObject],
+    *,
+    expect: int,
+    image: str,
+    shards: int,
+    name: str,
+    snapshots_claim: str,
+    results_claim: str,
+    memory: str,
+) -> list[Step]:
+    """The whole procedure: ``objects`` (what :func:`manifests` made of the same options), then
+    the pods and commands around them."""
     if expect < 1:
         raise ValueError("--expect must be at least 1 (the number of snapshots to grade)")
-    objects = manifests(**options)
-    image, name, shards = options["image"], options.get("name", "gpushare-class"), options["shards"]
-    snapshots_claim = options.get("snapshots_claim", "gpushare-snapshots")
-    results_claim = options.get("results_claim", "gpushare-results")
     job = objects[-1]
     meta = {k: v for k, v in job["metadata"].items() if k != "name"}
     loader, merger, retriever = f"{name}-loader", f"{name}-merge", f"{name}-retriever"
@@ -375,7 +373,7 @@ def procedure(*, expect: int, **options: Any) -> list[Step]:
                     name=name,
                     meta=meta,
                     results_claim=results_claim,
-                    memory=options.get("memory", "2Gi"),
+                    memory=memory,
                 )
             ],
             [f"wait_job {merger}"],
@@ -398,32 +396,24 @@ def procedure(*, expect: int, **options: Any) -> list[Step]:
     return steps
 
 
-def objects_of(steps: list[Step]) -> list[dict[str, Any]]:
+def objects_of(steps: list[Step]) -> list[JsonObject]:
     return [o for s in steps for o in s.objects]
 
 
 HEREDOC = "YAML"  # the delimiter of each step's objects in the printed script
 
 
-def parse_script(text: str) -> list[list[dict[str, Any]]]:
-    """The objects of each ``kubectl apply`` in a printed procedure, in order (for tests and
-    ``make images``, which run what was printed, not a second copy of it)."""
-    import re
-
-    import yaml
-
+def parse_script(text: str) -> list[list[JsonObject]]:
+    """The objects of each ``kubectl apply`` in a printed procedure, in order (for the tests,
+    which check what was printed, not a second copy of it)."""
     blocks = re.findall(rf"<<'{HEREDOC}'\n(.*?)\n{HEREDOC}\n", text, re.S)
     return [[d for d in yaml.safe_load_all(b) if d] for b in blocks]
 
 
-def _yaml(objects: list[dict[str, Any]]) -> str:
-    import yaml
-
-    class Plain(yaml.SafeDumper):
-        def ignore_aliases(self, data: Any) -> bool:  # the labels repeated, not &id001/*id001
-            return True
-
-    return yaml.dump_all(objects, Dumper=Plain, sort_keys=False, default_flow_style=False)
+def _yaml(objects: list[JsonObject]) -> str:
+    # a copy that shares no dict: the labels written again, never as &id001/*id001
+    plain = json.loads(json.dumps(objects))
+    return yaml.safe_dump_all(plain, sort_keys=False, default_flow_style=False)
 
 
 def render(steps: list[Step], *, image: str, namespace: str | None, expect: int, argv: str) -> str:
@@ -506,8 +496,7 @@ def _cores(cpu: str) -> int:
 
 def run_cli(args: argparse.Namespace) -> int:
     try:
-        steps = procedure(
-            expect=args.expect,
+        objects = manifests(
             image=args.image,
             shards=args.shards,
             name=args.name,
@@ -523,6 +512,16 @@ def run_cli(args: argparse.Namespace) -> int:
             grade_args=grade_args(args),
             unsafe_no_sandbox=args.unsafe_no_sandbox,
         )
+        steps = procedure(
+            objects,
+            expect=args.expect,
+            image=args.image,
+            shards=args.shards,
+            name=args.name,
+            snapshots_claim=args.snapshots_claim,
+            results_claim=args.results_claim,
+            memory=args.memory,
+        )
     except ValueError as exc:
         print(f"gpushare: {exc}", file=sys.stderr)
         return 2
@@ -533,7 +532,7 @@ def run_cli(args: argparse.Namespace) -> int:
     return 0
 
 
-def pod_command(objects: list[dict[str, Any]]) -> str:
+def pod_command(objects: list[JsonObject]) -> str:
     """The Job's pod command as a shell line (for documentation and tests)."""
     job = objects[-1]
     return shlex.join(job["spec"]["template"]["spec"]["containers"][0]["command"])

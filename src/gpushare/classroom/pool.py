@@ -8,8 +8,8 @@ runs past the deadline (then it is SIGKILLed by pid, and the learner's runs it s
 with it: their supervisor dies with its grader), loses only its task, which becomes an error
 result; a fresh worker takes its place and the others never notice.
 
-Workers are forked from the parent after it imported everything a grade needs, so each grade
-pays no import; the parent starts no thread, so forking it is safe.
+Workers are forked from the parent, which starts no thread, so forking it is safe; a worker
+imports what its first grade needs that the parent had not, once in its life.
 """
 
 from __future__ import annotations
@@ -22,25 +22,27 @@ import time
 from collections import deque
 from collections.abc import Callable
 from multiprocessing.connection import Connection, wait
-from typing import Any
+from typing import Generic, TypeVar
 
-# work(task) -> (result, retire): retire asks for a fresh worker after this task
-Work = Callable[[Any], tuple[Any, bool]]
+Task = TypeVar("Task")
+Result = TypeVar("Result")
 HUNG, DIED = "hung", "died"  # why a task ended without a result
 
 
-class _Worker:
-    def __init__(self, work: Work, init: Callable[[], None] | None) -> None:
+class _Worker(Generic[Task, Result]):
+    def __init__(
+        self, work: Callable[[Task], tuple[Result, bool]], init: Callable[[], None] | None
+    ) -> None:
         ctx = multiprocessing.get_context("fork")
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=_serve, args=(child, work, init), daemon=True)
         self.proc.start()
         child.close()
-        self.task: tuple[int, Any] | None = None
+        self.task: tuple[int, Task] | None = None
         self.deadline = 0.0
         self.started = 0.0
 
-    def give(self, index: int, task: Any, limit: float) -> None:
+    def give(self, index: int, task: Task, limit: float) -> None:
         self.task = (index, task)
         self.started = time.monotonic()
         self.deadline = self.started + limit
@@ -48,9 +50,9 @@ class _Worker:
 
     def end(self) -> None:
         """Kill (by pid) and reap; the pipe is closed."""
-        if self.proc.is_alive():
+        if self.proc.is_alive() and self.proc.pid is not None:
             with contextlib.suppress(ProcessLookupError):
-                os.kill(self.proc.pid, signal.SIGKILL)  # type: ignore[arg-type]
+                os.kill(self.proc.pid, signal.SIGKILL)
         self.proc.join()
         self.conn.close()
 
@@ -62,7 +64,11 @@ class _Worker:
         self.end()
 
 
-def _serve(conn: Connection, work: Work, init: Callable[[], None] | None) -> None:
+def _serve(
+    conn: Connection[tuple[int, Result, bool], tuple[int, Task] | None],
+    work: Callable[[Task], tuple[Result, bool]],
+    init: Callable[[], None] | None,
+) -> None:
     """The worker's loop: one task at a time until told to stop or asked to retire."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     if init is not None:
@@ -84,16 +90,17 @@ def _serve(conn: Connection, work: Work, init: Callable[[], None] | None) -> Non
 
 
 def run(
-    tasks: list[Any],
-    work: Work,
+    tasks: list[Task],
+    work: Callable[[Task], tuple[Result, bool]],
     *,
     jobs: int,
     limit: float,
-    on_result: Callable[[int, Any, float], None],
+    on_result: Callable[[int, Result, float], None],
     on_failure: Callable[[int, str, str, float], None],
     init: Callable[[], None] | None = None,
 ) -> None:
-    """Run ``work`` over ``tasks`` in ``jobs`` worker processes.
+    """Run ``work`` over ``tasks`` in ``jobs`` worker processes. ``work(task)`` returns
+    (result, retire): ``retire`` asks for a fresh worker after this task.
 
     ``on_result(index, result, seconds)`` for each task that finished;
     ``on_failure(index, kind, why, seconds)`` for each whose worker died (kind :data:`DIED`)
@@ -101,7 +108,7 @@ def run(
     at a time, as tasks end.
     """
     pending = deque(enumerate(tasks))
-    workers: list[_Worker] = []
+    workers: list[_Worker[Task, Result]] = []
     try:
         while pending or any(w.task for w in workers):
             idle = sum(1 for w in workers if w.task is None)
@@ -118,15 +125,14 @@ def run(
                         w.end()
                         workers.remove(w)
                         break
-            busy = [w for w in workers if w.task is not None]
+            busy = [(w, w.task[0]) for w in workers if w.task is not None]
             if not busy:
                 continue
             now = time.monotonic()
-            timeout = max(0.0, min(w.deadline for w in busy) - now)
-            ready = wait([w.conn for w in busy] + [w.proc.sentinel for w in busy], timeout)
+            timeout = max(0.0, min(w.deadline for w, _ in busy) - now)
+            ready = wait([w.conn for w, _ in busy] + [w.proc.sentinel for w, _ in busy], timeout)
             now = time.monotonic()
-            for w in busy:
-                index, _task = w.task  # type: ignore[misc]
+            for w, index in busy:
                 seconds = now - w.started
                 if w.conn in ready or w.conn.poll():
                     try:

@@ -7,6 +7,8 @@ import sys
 import time
 from typing import TextIO
 
+from gpushare.reports.clean import line
+
 
 class Progress:
     def __init__(self, total: int, stream: TextIO | None = None, tty: bool | None = None) -> None:
@@ -18,8 +20,6 @@ class Progress:
 
     def update(self, learner: str, status: str, score: int | None, seconds: float) -> None:
         """One submission finished."""
-        from gpushare.reports.clean import line
-
         learner = line(learner)  # a learner's name may be anything: never an escape here
         self.done += 1
         elapsed = time.monotonic() - self.started

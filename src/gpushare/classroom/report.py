@@ -19,9 +19,11 @@ import shutil
 import statistics
 import sys
 import tempfile
+import warnings
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from gpushare import __version__
@@ -29,7 +31,10 @@ from gpushare.classroom import feedback
 from gpushare.classroom.diff import Diff
 from gpushare.classroom.gradebook import CheckInfo, Row, columns, write_text
 from gpushare.classroom.texts import text
-from gpushare.reports import messages
+from gpushare.reports import clean, messages
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 REPORT_NAME = "report.html"
 TOP_REASONS = 5
@@ -129,9 +134,8 @@ class _Words:
 
 
 def _e(value: object) -> str:
-    from gpushare.reports.clean import text  # bidi overrides and controls shown, not obeyed
-
-    return html.escape(text(value), quote=True)
+    # bidi overrides and controls shown, not obeyed
+    return html.escape(clean.text(value), quote=True)
 
 
 def _link(row: Row, name: str) -> str:
@@ -183,7 +187,11 @@ def _isolation(t: _Words, graded: list[Row]) -> str:
 
 def _summary(t: _Words, rows: list[Row], graded: list[Row], errors: list[Row]) -> str:
     scores = [r.score for r in graded if r.score is not None]
-    cards = [(t("submissions"), len(rows)), (t("graded"), len(graded)), (t("errors"), len(errors))]
+    cards: list[tuple[str, object]] = [
+        (t("submissions"), len(rows)),
+        (t("graded"), len(graded)),
+        (t("errors"), len(errors)),
+    ]
     if scores:
         cards += [
             (t("mean"), f"{statistics.fmean(scores):.1f}"),
@@ -203,12 +211,14 @@ def _figure(svg: str) -> str:
     return f"<figure>{svg}</figure>"
 
 
-def _plt():  # type: ignore[no-untyped-def]
-    """pyplot with the non-interactive SVG setup: text as text, stable ids, no date."""
-    import matplotlib
+def _new_figure(width: float, height: float) -> Figure:
+    """A figure for one plot, set up for SVG: text as text, stable ids (and no date: :func:`_svg`).
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    Imported here, not at the top: matplotlib reads its config folder when it is imported,
+    which :func:`_matplotlib_home` may have to lend it first (and it costs 0.3 s that no other
+    output of a class needs). A plain Figure, not pyplot: nothing is shown, nothing to close."""
+    import matplotlib
+    from matplotlib.figure import Figure
 
     matplotlib.rcParams.update(
         {
@@ -219,36 +229,37 @@ def _plt():  # type: ignore[no-untyped-def]
             "axes.spines.right": False,
         }
     )
-    return plt
+    return Figure(figsize=(width, height))
 
 
-def _svg(fig) -> str:  # type: ignore[no-untyped-def]
-    import warnings
-
+def _svg(fig: Figure) -> str:
     buf = io.StringIO()
     with warnings.catch_warnings():  # CJK glyphs are missing from the measuring font only
         warnings.simplefilter("ignore")
         fig.savefig(buf, format="svg", metadata={"Date": None}, bbox_inches="tight")
-    _plt().close(fig)
     svg = buf.getvalue()
     return svg[svg.index("<svg") :]  # no XML prologue or doctype inside HTML
 
 
 def _histogram(t: _Words, graded: list[Row]) -> str:
-    plt = _plt()
+    from matplotlib.ticker import MaxNLocator  # lazy: see _new_figure
+
     scores = [r.score for r in graded if r.score is not None]
     top = max([r.max_score for r in graded] or [100]) or 100
     step = max(1, round(top / 20))
-    edges = list(range(0, top + step, step))
+    edges: list[float] = list(range(0, top + step, step))
     if edges[-1] < top:
         edges.append(top)
     edges[-1] = edges[-1] + 0.001  # the last bin holds the full score
-    fig, ax = plt.subplots(figsize=(11, 2.8))
+    fig = _new_figure(11, 2.8)
+    ax = fig.add_subplot()
     ax.hist(scores, bins=edges, color="#0969da", edgecolor="white")
     ax.set_xlabel(t("score"))
     ax.set_ylabel(t("learners"))
     ax.set_xlim(0, top + 0.5)
-    ax.yaxis.get_major_locator().set_params(integer=True)
+    locator = ax.yaxis.get_major_locator()
+    if isinstance(locator, MaxNLocator):  # the default one is
+        locator.set_params(integer=True)
     return _svg(fig)
 
 
@@ -257,13 +268,13 @@ def _rate_color(rate: float) -> str:
 
 
 def _step_rates(t: _Words, graded: list[Row], steps: list[int]) -> str:
-    plt = _plt()
     rates = []
     for step in steps:
         judged = [r for r in graded if any(c.step == step for c in r.cells.values())]
         ok = sum(1 for r in judged if all(c.passed for c in r.cells.values() if c.step == step))
         rates.append(ok / len(judged) if judged else 0.0)
-    fig, ax = plt.subplots(figsize=(11, 2.6))
+    fig = _new_figure(11, 2.6)
+    ax = fig.add_subplot()
     labels = [t("step", n=s) for s in steps]
     bars = ax.bar(labels, [r * 100 for r in rates], color=[_rate_color(r) for r in rates])
     ax.bar_label(bars, labels=[f"{r:.0%}" for r in rates], padding=2, fontsize=9)
@@ -282,10 +293,10 @@ def check_rates(graded: list[Row], numbers: list[str]) -> dict[str, tuple[int, i
 
 
 def _check_rates(t: _Words, graded: list[Row], numbers: list[str]) -> str:
-    plt = _plt()
     counts = check_rates(graded, numbers)
     rates = [(p / j if j else 0.0) for p, j in counts.values()]
-    fig, ax = plt.subplots(figsize=(11, 0.6 + 0.2 * max(len(numbers), 1)))
+    fig = _new_figure(11, 0.6 + 0.2 * max(len(numbers), 1))
+    ax = fig.add_subplot()
     ys = list(range(len(numbers)))
     bars = ax.barh(ys, [r * 100 for r in rates], color=[_rate_color(r) for r in rates])
     ax.bar_label(bars, labels=[f"{r:.0%}" for r in rates], padding=2, fontsize=8)
@@ -430,7 +441,7 @@ def _flagged(t: _Words, rows: list[Row]) -> str:
 
 def reason_said(row: Row, lang: str) -> str:
     """Why an error row has no grade, in ``lang``: the reason the row kept as a translatable
-    value; for a row without one (an older results.json), its sort in ``lang`` and then the
+    value; for a row without one (:func:`gradebook._detail`), its sort in ``lang`` and then the
     technical reason (English), without the snapshot's long path."""
     if row.detail is not None:
         return _short(messages.render_value(row.detail, lang))

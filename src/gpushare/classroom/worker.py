@@ -11,17 +11,23 @@ and the worker retires.
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from gpushare.classroom import gradebook
+from gpushare.data import JsonObject
+from gpushare.grading import guard
+from gpushare.grading.errors import GradeError
+from gpushare.grading.grade import OptionError, Options, grade
 from gpushare.reports.messages import T
+from gpushare.reports.policy import Policy
+from gpushare.sandbox import levels
+from gpushare.submissions.snapshot import SnapshotError
 
 
 @dataclass(frozen=True)
@@ -35,47 +41,34 @@ class Task:
     timeout: float
     unsafe_no_sandbox: bool
     checks: tuple[gradebook.CheckInfo, ...]
-    policy: Any = None  # gpushare.reports.policy.Policy: what learners see of each check
+    record: dict[str, object]  # whose the submission is, from where (inputs.Submission.record)
+    policy: Policy | None = None  # what learners see of each check
 
 
-def preload() -> None:
-    """Import everything a grade uses, once, in the parent: forked workers inherit it (the
-    graders and their lab's modules included)."""
-    import gpushare.grading.grade
-    import gpushare.grading.labstate
-    import gpushare.grading.session
-    import gpushare.reports.junit
-    import gpushare.submissions.snapshot  # noqa: F401
-    from gpushare.grading import runner
-    from gpushare.locations import graders_dir
+@dataclass(frozen=True)
+class Graded:
+    """What the parent needs of one grade: the results.json written, and what it cost."""
 
-    runner.load_checks(graders_dir())
+    results: JsonObject
+    cost: dict[str, float]  # seconds, cpu_ours, cpu_learner
 
 
-def scratch_in(root: Path) -> Any:
+def scratch_in(root: Path) -> Callable[[], None]:
     """A worker initializer: every scratch folder of its grades under ``root``, which the
     parent removes at the end (a killed worker cannot clean up after itself)."""
 
     def init() -> None:
-        from gpushare.grading import guard
-
         tempfile.tempdir = str(root)
         guard.cap_memory()  # for the worker's life: it only grades strangers' snapshots
 
     return init
 
 
-def grade_one(task: Task) -> tuple[dict[str, Any], bool]:
+def grade_one(task: Task) -> tuple[Graded, bool]:
     """Grade ``task``; return (what the parent needs, whether this worker should retire)."""
-    from gpushare.grading.grade import OptionError, Options, grade
-    from gpushare.grading.session import GradeError
-    from gpushare.submissions.snapshot import SnapshotError
-
     t0, c0 = time.monotonic(), os.times()
     retire = False
     if not task.unsafe_no_sandbox:  # the uid level: this submission's and results' folders
-        from gpushare.sandbox import levels
-
         levels.protect_at_uid([task.snapshot.parent, task.folder.parent])
     try:
         outcome = grade(
@@ -88,16 +81,14 @@ def grade_one(task: Task) -> tuple[dict[str, Any], bool]:
                 policy=task.policy,
             )
         )
-        outcome.write(task.folder / "results.json", task.folder / "junit.xml")
-        results = json.loads((task.folder / "results.json").read_text(encoding="utf-8"))
+        outcome.write(junit_path=task.folder / "junit.xml")
+        results = gradebook.write_results(task.folder, outcome.report.as_json(), task.record)
         retire = bool(outcome.report.timed_out) or threading.active_count() > 1
     except SnapshotError as exc:
         results = _error(task, str(exc), "cluster", why=exc.kind, detail=exc.detail)
     except (OptionError, GradeError) as exc:
         results = _error(task, str(exc), "cluster")
     except Exception as exc:  # a bug of ours: this submission's row says so, the class goes on
-        from gpushare.grading import guard
-
         if guard.out_of_memory(exc):
             error = guard.memory_message()
         else:
@@ -105,27 +96,27 @@ def grade_one(task: Task) -> tuple[dict[str, Any], bool]:
         results = _error(task, error, "grader", detail=T("grade_crashed", error=error[:300]))
         retire = True
     c1 = os.times()
-    return {
-        "results": results,
+    cost = {
         "seconds": time.monotonic() - t0,
         "cpu_ours": (c1.user - c0.user) + (c1.system - c0.system),
         "cpu_learner": (c1.children_user - c0.children_user)
         + (c1.children_system - c0.children_system),
-    }, retire
+    }
+    return Graded(results, cost), retire
 
 
 def _error(
     task: Task, reason: str, kind: str, why: str = "", detail: T | None = None
-) -> dict[str, Any]:
-    reason = reason.removeprefix("gpushare: ")
-    return gradebook.write_error(
-        task.folder,
+) -> JsonObject:
+    checks = list(task.checks)
+    report = gradebook.error_results(
         task.snapshot,
-        reason,
+        reason.removeprefix("gpushare: "),
         kind,
         lang=task.lang,
         seed=task.seed,
-        checks=list(task.checks),
+        checks=checks,
         why=why,
         detail=detail,
     )
+    return gradebook.write_error(task.folder, report, checks, task.record)

@@ -34,10 +34,28 @@ import json
 import os
 import re
 import sys
+import tempfile
 import time
+import traceback
 import zipfile
 from pathlib import Path
-from typing import Any
+
+import gpushare
+from gpushare import __version__
+from gpushare.classroom.inputs import seed_for
+from gpushare.data import JsonObject
+from gpushare.grading import guard
+from gpushare.grading.errors import GradeError
+from gpushare.grading.grade import OptionError, Options, grade
+from gpushare.locations import default_fixtures, graders_dir, lock_file
+from gpushare.reports import clean, messages, terminal
+from gpushare.reports.messages import T
+from gpushare.reports.policy import Policy, PolicyError
+from gpushare.reports.policy import load as load_policy
+from gpushare.reports.results import Report
+from gpushare.sandbox import levels
+from gpushare.sandbox.isolation import IsolationUnavailable
+from gpushare.submissions.snapshot import SUFFIX, SnapshotError, peek_digest
 
 DEFAULT_ROOT = "/autograder"
 DEFAULT_TIMEOUT = 480.0  # Gradescope stops everything at 600 s; results must be out before
@@ -69,8 +87,6 @@ class BundleError(Exception):
 
 def requirements() -> str:
     """The lock's entries for :data:`REQUIREMENTS` (``name==version`` and its hashes)."""
-    from gpushare.locations import lock_file
-
     lock = lock_file()
     try:
         text = lock.read_text(encoding="utf-8")
@@ -94,9 +110,6 @@ def _normal(name: str) -> str:
 def _package_files() -> list[tuple[str, Path]]:
     """(name in the zip, file) for the package and the lab (its graders folder whole, with its
     support modules, texts and ``lab.toml``, and its fixtures); no bytecode."""
-    import gpushare
-    from gpushare.locations import default_fixtures, graders_dir
-
     package = Path(gpushare.__file__).parent
     fixtures = default_fixtures()
     graders = graders_dir()
@@ -134,10 +147,6 @@ def bundle(
     The policy is checked here, so a typo fails on the instructor's machine, not on every
     learner's submission; the language likewise.
     """
-    from gpushare import __version__
-    from gpushare.reports import messages
-    from gpushare.reports.policy import PolicyError, load
-
     timeout = DEFAULT_TIMEOUT if timeout is None else float(timeout)
     if not 0 < timeout < 600:
         raise BundleError(f"--timeout {timeout:g}: give seconds below Gradescope's 600")
@@ -151,7 +160,7 @@ def bundle(
     policy_bytes = DEFAULT_POLICY.encode()  # always one, so every bundle has the same layout
     if policy is not None:
         try:
-            load(Path(policy))
+            load_policy(Path(policy))
         except PolicyError as exc:
             raise BundleError(str(exc)) from None
         policy_bytes = Path(policy).read_bytes()
@@ -190,8 +199,6 @@ def bundle(
 
 def _default_lang() -> str:
     """Without ``--lang``: ``GPUSHARE_LANG``, else the documented default (zh)."""
-    from gpushare.reports import messages
-
     try:
         return messages.resolve_lang(os.environ.get("GPUSHARE_LANG") or messages.DEFAULT_LANG)
     except ValueError as exc:
@@ -201,15 +208,13 @@ def _default_lang() -> str:
 # --------------------------------------------------------------------------- run_autograder
 
 
-def find_upload(submission: Path) -> tuple[Path | None, str, dict[str, Any]]:
+def find_upload(submission: Path) -> tuple[Path | None, str, dict[str, str]]:
     """(the file to grade, or None with a problem key and its parameters).
 
     The one ``*.gpushare.tgz`` among the uploaded files; a single file of another name is
     tried too (a learner may have renamed it: its content decides). Several snapshots are
     refused rather than one picked: the learner says which.
     """
-    from gpushare.submissions.snapshot import SUFFIX
-
     files: list[Path] = []
     if submission.is_dir():
         for path in sorted(submission.rglob("*")):
@@ -248,12 +253,8 @@ def _names(files: list[Path], root: Path, most: int = 3) -> str:
     return ", ".join(names) + (f" (+{more})" if more > 0 else "")
 
 
-def upload_results(problem: str, params: dict[str, Any], lang: str, elapsed: float) -> dict:
+def upload_results(problem: str, params: dict[str, str], lang: str, elapsed: float) -> JsonObject:
     """results.json for an upload that is not a snapshot: score 0, and what to upload."""
-    from gpushare import __version__
-    from gpushare.reports import messages
-    from gpushare.reports.messages import T
-
     text = messages.render_value(T(problem, **params), lang)
     return {
         "score": 0,
@@ -271,7 +272,7 @@ def upload_results(problem: str, params: dict[str, Any], lang: str, elapsed: flo
     }
 
 
-def gradescope_json(report: Any) -> dict[str, Any]:
+def gradescope_json(report: Report) -> JsonObject:
     """The report's results.json, held to Gradescope's specification.
 
     Plain text everywhere (``output_format`` and the tests' formats ``text``): learners' file
@@ -287,10 +288,8 @@ def gradescope_json(report: Any) -> dict[str, Any]:
     return data
 
 
-def write_json(path: Path, data: dict[str, Any]) -> None:
+def write_json(path: Path, data: JsonObject) -> None:
     """Atomically: Gradescope reads the file once, after run_autograder ends."""
-    import tempfile
-
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -299,7 +298,7 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def _settings(source: Path) -> dict[str, Any]:
+def _settings(source: Path) -> JsonObject:
     try:
         data = json.loads((source / SETTINGS).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -317,25 +316,16 @@ def run(root: Path) -> int:
     # the bundle's graders and fixtures, whatever the package's own location says
     os.environ["GPUSHARE_GRADERS"] = str(source / "graders")
     os.environ["GPUSHARE_FIXTURES"] = str(source / "fixtures")
-    from gpushare.reports import messages
-
     try:
         lang = messages.resolve_lang(settings["lang"])
     except ValueError:
         lang = messages.DEFAULT_LANG
-    from gpushare.sandbox import levels  # uid level: none of ours readable by the runs
-
+    # the uid level: none of ours readable by the runs
     levels.protect_at_uid([root / "source", root / "results", root / "submission", root])
     upload, problem, params = find_upload(root / "submission")
     if upload is None:
         return _learner_problem(results, problem, params, lang, started)
     print(f"gpushare: grading {_names([upload], root)}")
-    from gpushare.grading import guard
-    from gpushare.grading.grade import OptionError, Options, grade
-    from gpushare.grading.session import GradeError
-    from gpushare.sandbox.isolation import IsolationUnavailable
-    from gpushare.submissions.snapshot import SnapshotError
-
     try:
         options = Options(
             snapshot=upload,
@@ -361,19 +351,13 @@ def run(root: Path) -> int:
         return _not_graded(str(exc))
     report = outcome.report
     if not report.complete and not report.timed_out:
-        from gpushare.reports.clean import text
-
-        print(text(json.dumps(report.as_json(), ensure_ascii=False, indent=2)))
+        print(clean.text(json.dumps(report.as_json(), ensure_ascii=False, indent=2)))
         return _not_graded(f"could not grade: {report.could_not_grade}")
     write_json(results, gradescope_json(report))
-    from gpushare.reports import terminal
-
     print(terminal.render(report, color=False), end="")
     print(f"results.json: {results}")
     if report.timed_out:
-        from gpushare.reports.clean import line
-
-        print(line(f"gpushare: could not finish: {report.could_not_grade}"))
+        print(clean.line(f"gpushare: could not finish: {report.could_not_grade}"))
     return outcome.exit_status
 
 
@@ -382,51 +366,39 @@ def seed_of(upload: Path) -> int:
     derives it with its default ``--seed 0``; so every run on one upload (a regrade, a rerun)
     judges the same cases, and the same as the class report. A file with no readable hash is
     refused by the grade anyway."""
-    from gpushare.classroom.inputs import seed_for
-    from gpushare.submissions.snapshot import peek_digest
-
     return seed_for(0, peek_digest(upload))
 
 
-def _load_policy(source: Path, settings: dict[str, Any]) -> Any:
+def _load_policy(source: Path, settings: JsonObject) -> Policy | None:
     if not settings.get("policy"):
         return None
-    from gpushare.grading.grade import OptionError
-    from gpushare.reports.policy import PolicyError, load
-
     try:
-        return load(source / settings["policy"])
+        return load_policy(source / settings["policy"])
     except PolicyError as exc:
         raise OptionError(str(exc)) from None
 
 
-def _without_sandbox(settings: dict[str, Any]) -> bool:
+def _without_sandbox(settings: JsonObject) -> bool:
     """Never: a snapshot is strangers' work, graded at ``bubblewrap`` where the container
     allows it, else at ``uid`` (Gradescope runs us as root). ``require`` refuses anything but
     ``bubblewrap`` (no score, as for any grade that could not be taken)."""
     if settings.get("sandbox") == "require":
-        from gpushare.sandbox import levels
-
         levels.choose(strangers=True, minimum=levels.BUBBLEWRAP)
     return False
 
 
 def _learner_problem(
-    results: Path, problem: str, params: dict[str, Any], lang: str, started: float
+    results: Path, problem: str, params: dict[str, str], lang: str, started: float
 ) -> int:
     data = upload_results(problem, params, lang, time.monotonic() - started)
     write_json(results, data)
-    from gpushare.reports.clean import text
-
-    print(text(f"gpushare: {problem}: {data['output']}"))
+    print(clean.text(f"gpushare: {problem}: {data['output']}"))
     return EXIT_FAILED
 
 
 def _not_graded(reason: str) -> int:
     """No results.json: Gradescope's "failed to execute" state, no score recorded."""
-    from gpushare.reports.clean import line
-
-    print(line(reason if reason.startswith("gpushare:") else f"gpushare: {reason}"))
+    print(clean.line(reason if reason.startswith("gpushare:") else f"gpushare: {reason}"))
     print("gpushare: no results.json written: this submission is not graded (not a zero)")
     return EXIT_ERROR
 
@@ -455,7 +427,5 @@ def run_cli(args: argparse.Namespace) -> int:
     try:
         return run(root)
     except Exception:  # a bug of ours: not the learner's zero; the trace for instructors
-        import traceback
-
         traceback.print_exc(file=sys.stdout)
         return _not_graded("the autograder failed (the trace is above)")
