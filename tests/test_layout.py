@@ -1,8 +1,8 @@
 """The rooms of the package (issue 12): each subpackage says what it is, and imports point down.
 
-Rooms, lowest first: the base modules (``locations``, ``versions``, ``precompile``, ``data``), ``kube``
-(talking to a Kubernetes API), ``lab`` (the lab cluster's lifecycle), ``sandbox``, ``reports``,
-``submissions``, ``grading``, then ``classroom`` and ``lms``, then ``cli``. A module
+Rooms, lowest first: the base modules (``locations``, ``versions``, ``precompile``, ``data``),
+``kube`` (talking to a Kubernetes API), ``lab`` (the lab cluster's lifecycle), ``sandbox``,
+``reports``, ``submissions``, ``grading``, then ``classroom`` and ``lms``, then ``cli``. A module
 may import its own room and the rooms below it, never one above (imports made only for type
 checkers, under ``if TYPE_CHECKING:``, do not count: they never run).
 """
