@@ -16,7 +16,6 @@ from gpushare.grading.checks import T, check, fail
 from gpushare.grading.labstate import LabState
 from gpushare.submissions.workdir import LineDict, Workdir, load_yaml_text, yaml_kind
 
-# every step that judges the cluster reads the lab's queries (one read for all)
 READS, HINT_READS = QUERIES, HINT_QUERIES
 
 FILE = "k8s/device-plugin-configs.yaml"

@@ -12,7 +12,6 @@ from gpulab.rules import (
 from gpushare.grading.checks import T, check, fail
 from gpushare.grading.labstate import LabState
 
-# every step that judges the cluster reads the lab's queries (one read for all)
 READS, HINT_READS = QUERIES, HINT_QUERIES
 
 

@@ -3,7 +3,7 @@
 from typing import NoReturn
 
 from gpulab import GPU, HINT_QUERIES, QUERIES, namespaces_of_pod
-from gpulab.rules import MIG_NODE, MIG_PROFILE, find_object, line_of, usable
+from gpulab.rules import MIG_NODE, MIG_PROFILE, asks_one, find_object, line_of, usable
 from gpushare.data import Json, JsonObject
 from gpushare.grading.checks import T, Value, check, fail
 from gpushare.grading.labstate import (
@@ -12,11 +12,9 @@ from gpushare.grading.labstate import (
     pending_reason,
     quantity,
     requested,
-    show_quantity,
 )
 from gpushare.submissions.workdir import LineDict, Workdir
 
-# every step that judges the cluster reads the lab's queries (one read for all)
 READS, HINT_READS = QUERIES, HINT_QUERIES
 
 FILE = "k8s/mig-job.yaml"
@@ -64,13 +62,7 @@ def test_4_1_file_holds_the_two_pods(lab: LabState, work: Workdir) -> None:
     objs = usable(work.objects(FILE))
     for name, resource in PODS.items():
         pod = find_object(objs, "Pod", name, NS, FILE)
-        asked = requested(pod, resource)
-        if asked != 1:
-            fail(
-                expected=f"{resource}: 1",
-                found=f"{resource}: {show_quantity(asked)}",
-                where=line_of(pod, FILE, "spec", "containers"),
-            )
+        asks_one(pod, resource, where=line_of(pod, FILE, "spec", "containers"))
     for name, resource in PODS.items():
         pod = find_object(objs, "Pod", name, NS, FILE)
         live = lab.pods(NS).get(name)
@@ -112,13 +104,7 @@ def test_4_2_no_node_conditions(lab: LabState, work: Workdir) -> None:
 def _placed(lab: LabState, work: Workdir, name: str, resource: str) -> Json:
     """The node the pod ``name`` is on (its ``spec.nodeName``); fails unless it is scheduled."""
     pod = _cluster_pod(lab, work, name)
-    asked = requested(pod, resource)
-    if asked != 1:
-        fail(
-            expected=f"{resource}: 1",
-            found=f"{resource}: {show_quantity(asked)}",
-            where=T("cluster_pod", pod=f"{NS}/{name}"),
-        )
+    asks_one(pod, resource, where=T("cluster_pod", pod=f"{NS}/{name}"))
     node = (pod.get("spec") or {}).get("nodeName")
     if not node:
         reason = pending_reason(pod)

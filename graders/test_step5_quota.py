@@ -5,13 +5,12 @@ import re
 from decimal import Decimal
 
 from gpulab import GPU, HINT_QUERIES, QUERIES, QUOTA_NAME, QUOTA_NS
-from gpulab.rules import find_object, line_of, usable
+from gpulab.rules import asks_one, find_object, line_of, usable
 from gpushare.data import JsonObject
-from gpushare.grading.checks import CheckFailed, T, check, fail
+from gpushare.grading.checks import CheckFailed, T, Value, check, fail
 from gpushare.grading.labstate import LabState, quantity, requested, show_quantity
 from gpushare.submissions.workdir import LineDict, Workdir
 
-# every step that judges the cluster reads the lab's queries (one read for all)
 READS, HINT_READS = QUERIES, HINT_QUERIES
 
 QUOTA_FILE = "k8s/gpu-quota.yaml"
@@ -19,10 +18,16 @@ OVER_FILE = "k8s/team-over.yaml"
 DENIED_FILE = "out/quota-denied.txt"
 KEY = f"requests.{GPU}"
 LIMIT = 2
+IN_CLUSTER = T("cluster_quota", quota=f"{QUOTA_NS}/{QUOTA_NAME}")
 
 
 def _hard(obj: JsonObject, field: str = "spec") -> Decimal | None:
     return quantity(((obj.get(field) or {}).get("hard") or {}).get(KEY))
+
+
+def _limits_to_two(quota: JsonObject, where: Value) -> None:
+    if _hard(quota) != LIMIT:
+        fail(expected=f"spec.hard[{KEY}]: {LIMIT}", found=show_quantity(_hard(quota)), where=where)
 
 
 def _cluster_quota(lab: LabState) -> JsonObject:
@@ -54,12 +59,7 @@ def _over_pod(work: Workdir) -> LineDict:
 def test_5_1_quota_file(lab: LabState, work: Workdir) -> None:
     objs = usable(work.objects(QUOTA_FILE))
     quota = find_object(objs, "ResourceQuota", QUOTA_NAME, QUOTA_NS, QUOTA_FILE)
-    if _hard(quota) != LIMIT:
-        fail(
-            expected=f"spec.hard[{KEY}]: {LIMIT}",
-            found=show_quantity(_hard(quota)),
-            where=line_of(quota, QUOTA_FILE, "spec", "hard"),
-        )
+    _limits_to_two(quota, where=line_of(quota, QUOTA_FILE, "spec", "hard"))
     live = _cluster_quota(lab)
     if _hard(live) != _hard(quota):
         fail(
@@ -72,18 +72,9 @@ def test_5_1_quota_file(lab: LabState, work: Workdir) -> None:
 @check("5.2", 3)
 def test_5_2_quota_enforced(lab: LabState) -> None:
     quota = _cluster_quota(lab)
-    if _hard(quota) != LIMIT:
-        fail(
-            expected=f"spec.hard[{KEY}]: {LIMIT}",
-            found=show_quantity(_hard(quota)),
-            where=T("cluster_quota", quota=f"{QUOTA_NS}/{QUOTA_NAME}"),
-        )
+    _limits_to_two(quota, where=IN_CLUSTER)
     if _hard(quota, "status") != LIMIT:
-        fail(
-            expected=T("quota_status_filled"),
-            found=T("quota_status_empty"),
-            where=T("cluster_quota", quota=f"{QUOTA_NS}/{QUOTA_NAME}"),
-        )
+        fail(expected=T("quota_status_filled"), found=T("quota_status_empty"), where=IN_CLUSTER)
 
 
 @check("5.3", 4)
@@ -113,7 +104,7 @@ def test_5_3_two_gpu_pods_fill_the_quota(lab: LabState) -> None:
         fail(
             expected=f"status.used[{KEY}]: {LIMIT}",
             found=show_quantity(used),
-            where=T("cluster_quota", quota=f"{QUOTA_NS}/{QUOTA_NAME}"),
+            where=IN_CLUSTER,
         )
 
 
@@ -121,12 +112,7 @@ def test_5_3_two_gpu_pods_fill_the_quota(lab: LabState) -> None:
 def test_5_4_team_over_is_denied(lab: LabState, work: Workdir) -> None:
     pod = _over_pod(work)
     name = pod["metadata"]["name"]
-    if requested(pod, GPU) != 1:
-        fail(
-            expected=f"{GPU}: 1",
-            found=f"{GPU}: {show_quantity(requested(pod, GPU))}",
-            where=line_of(pod, OVER_FILE, "spec", "containers"),
-        )
+    asks_one(pod, GPU, where=line_of(pod, OVER_FILE, "spec", "containers"))
     if name in lab.pods(QUOTA_NS):
         fail(
             expected=T("pod_not_created", pod=f"{QUOTA_NS}/{name}"),

@@ -6,9 +6,9 @@ any check, as this step's background work: a check taking ``request_runs`` gets 
 """
 
 import re
+from typing import NoReturn
 
 from gpulab import requestruns
-from gpulab.requestcases import Case
 from gpulab.requestruns import SCRIPT, TIMEOUT_S, CaseRun, RequestRuns, stderr_tail
 from gpushare.grading.checks import T, check, fail
 
@@ -61,21 +61,23 @@ def _output(run: CaseRun) -> T:
     return T("script_run", status=status, output=output)
 
 
-def _expected(case: Case) -> T:
+def _wrong(run: CaseRun, problem: T) -> NoReturn:
+    """Fail with what the script should have done on the run's case, and what it did."""
+    case = run.case
     lines = [f"OVER={n}={c}" for n, c in case.expect_over] or ["OK"]
-    return T("script_run", status=T("script_rc", rc=case.expect_rc), output=_lines(lines))
+    fail(
+        problem=problem,
+        expected=T("script_run", status=T("script_rc", rc=case.expect_rc), output=_lines(lines)),
+        found=_output(run),
+        where=T("script_case", case=case.name, description=case.description),
+    )
 
 
 def _sample(runs: RequestRuns, stem: str) -> None:
     _script_ok(runs)
     run = runs.sample(stem)
     if not run.passed:
-        fail(
-            problem=T("script_reason_" + run.reason),
-            expected=_expected(run.case),
-            found=_output(run),
-            where=T("script_case", case=run.case.name, description=run.case.description),
-        )
+        _wrong(run, T("script_reason_" + run.reason))
 
 
 @check("6.1", 2)
@@ -104,16 +106,8 @@ def test_6_5_unseen_cases(request_runs: RequestRuns) -> None:
     runs = request_runs.generated_runs()
     wrong = [r for r in runs if not r.passed]
     if wrong:
-        first = wrong[0]
-        fail(
-            # the seed is in the results (for a regrade), not in the learner's feedback
-            problem=T(
-                "script_cases_failed",
-                failed=len(wrong),
-                total=len(runs),
-                case=first.case.name,
-            ),
-            expected=_expected(first.case),
-            found=_output(first),
-            where=T("script_case", case=first.case.name, description=first.case.description),
+        # the seed is in the results (for a regrade), not in the learner's feedback
+        failed = T(
+            "script_cases_failed", failed=len(wrong), total=len(runs), case=wrong[0].case.name
         )
+        _wrong(wrong[0], failed)

@@ -22,7 +22,6 @@ from gpushare.grading.labstate import (
 )
 from gpushare.submissions.workdir import Workdir
 
-# every step that judges the cluster reads the lab's queries (one read for all)
 READS, HINT_READS = QUERIES, HINT_QUERIES
 
 FILE = "k8s/placement.yaml"

@@ -16,6 +16,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -65,21 +66,15 @@ def start(context: Context) -> RequestRuns:
     )
 
 
+@dataclass(slots=True)
 class CaseRun:
     """One judged run: the case, what the script did, and the verdict (``reason`` a key)."""
 
-    __slots__ = ("case", "error", "passed", "reason", "result")
-
-    def __init__(
-        self,
-        case: Case,
-        result: sandbox.RunResult | None,
-        error: str | None,  # the script could not be executed at all (e.g. no shebang)
-        passed: bool,
-        reason: str,
-    ) -> None:
-        self.case, self.result, self.error = case, result, error
-        self.passed, self.reason = passed, reason
+    case: Case
+    result: sandbox.RunResult | None
+    error: str | None  # the script could not be executed at all (e.g. no shebang)
+    passed: bool
+    reason: str
 
 
 class _Job:

@@ -18,7 +18,7 @@ import yaml
 from gpulab import CONFIG_LABEL, CONFIGMAP_NAME, CONFIGMAP_NS, GPU, configmap
 from gpushare.data import Json, JsonObject
 from gpushare.grading.checks import T, Value, fail
-from gpushare.grading.labstate import LabState, quantity, show_quantity
+from gpushare.grading.labstate import LabState, quantity, requested, show_quantity
 from gpushare.lab import nodes
 from gpushare.submissions.workdir import FileProblem, LineDict, load_yaml_text, yaml_kind
 
@@ -305,12 +305,7 @@ def lab_node_labels(lab: LabState) -> dict[str, dict[str, str]]:
     The GPU product label may have any value: the cluster's is used where it exists.
     """
     try:
-        product = (
-            (lab.nodes().get(MIG_NODE) or {})
-            .get("metadata", {})
-            .get("labels", {})
-            .get(PRODUCT_LABEL)
-        )
+        product = dig(lab.nodes().get(MIG_NODE), "metadata", "labels", PRODUCT_LABEL)
     except Exception:
         product = None
     out: dict[str, dict[str, str]] = {name: {} for name in LAB_NODES}
@@ -351,6 +346,13 @@ def node_advertises(lab: LabState, name: str, resource: str, want: int, expected
                 resource=resource,
             ),
         )
+
+
+def asks_one(pod: JsonObject, resource: str, where: Value) -> None:
+    """Fail unless ``pod`` asks for exactly one ``resource`` (over all its containers)."""
+    asked = requested(pod, resource)
+    if asked != 1:
+        fail(expected=f"{resource}: 1", found=f"{resource}: {show_quantity(asked)}", where=where)
 
 
 def usable(read: R | FileProblem) -> R:
