@@ -1,15 +1,13 @@
 """The lab's rules as code: names, expected values, and how they are derived.
 
 Where LAB.md says a value is derived (lab-node-1's GPUs are 2 x the ``replicas`` of the
-ConfigMap's ``shared`` config), the derivation lives here, once, and the graders and the
-reference solution both call it. Every reader returns a value or a problem, never raises on
-learner input.
+ConfigMap's ``shared`` config), the derivation lives here, once, for every grader. Every reader
+returns a value or fails the check with a problem (``fail``); none crashes on learner input.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from decimal import Decimal
 from pathlib import Path
 from typing import TypeVar
 
@@ -100,7 +98,7 @@ def device_plugin_config(lab: LabState, key: str) -> LineDict:
     if key not in data:
         fail(
             expected=T("key_present", key=key),
-            found=T("keys_are", keys=_keys(data)),
+            found=T("keys_are", keys=tuple(sorted(map(str, data))) or T("none")),
             where=where_cm(),
         )
     docs = load_yaml_text(data[key], key)
@@ -241,10 +239,6 @@ def _unknown_field(key: object, known: tuple[str, ...]) -> tuple[T, T]:
     return T("known_fields", fields=known), T("unknown_field", field=str(key))
 
 
-def _keys(data: JsonObject) -> tuple[str, ...] | T:
-    return tuple(sorted(map(str, data))) or T("none")
-
-
 def dig(obj: Json, *path: str | int) -> Json:
     """``obj[p0][p1]...`` or None where any step is missing or of the wrong type."""
     for p in path:
@@ -316,10 +310,6 @@ def lab_node_labels(lab: LabState) -> dict[str, dict[str, str]]:
     return out
 
 
-def node_resource(node: JsonObject, field: str, resource: str) -> Decimal | None:
-    return quantity(((node.get("status") or {}).get(field) or {}).get(resource))
-
-
 def lab_node(lab: LabState, name: str) -> JsonObject:
     """The lab's node ``name``; fails the check when it is gone."""
     node = lab.nodes().get(name)
@@ -331,9 +321,8 @@ def lab_node(lab: LabState, name: str) -> JsonObject:
 def node_advertises(lab: LabState, name: str, resource: str, want: int, expected: Value) -> None:
     """Fail unless node ``name`` advertises ``want`` of ``resource``, in both its capacity and
     its allocatable (the scheduler reads allocatable)."""
-    found = {
-        f: node_resource(lab_node(lab, name), f, resource) for f in ("capacity", "allocatable")
-    }
+    status = lab_node(lab, name).get("status") or {}
+    found = {f: quantity((status.get(f) or {}).get(resource)) for f in ("capacity", "allocatable")}
     wrong = [f for f, v in found.items() if v != want]
     if wrong:
         fail(
