@@ -2,10 +2,9 @@
 
 The learner's runs are most of a grade's time (each one starts the learner's interpreter), so
 they start first and run in the background while everything else is read and checked; the
-oracle judges the cases while the runs go on. Each run
-is in the sandbox (time limit, output cap, every process ended afterwards), and one sandbox
-supervisor serves all the runs of a grade, so a run costs the learner's own program and not
-also a Python start-up of ours.
+oracle judges the cases while the runs go on. Each run is in the sandbox (time limit, output
+cap, every process ended afterwards), and one sandbox supervisor serves all the runs of a
+grade, so a run costs the learner's own program and not also a Python start-up of ours.
 
 Each manifest is written to a private temporary directory, never into the learner's work
 directory, and passed as the script's only argument. Judging happens when a check asks.
