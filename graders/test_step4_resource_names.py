@@ -1,17 +1,20 @@
 """Step 4: two pods that differ only in the resource name land on different nodes."""
 
+from typing import NoReturn
+
 from gpulab import GPU, HINT_QUERIES, QUERIES, namespaces_of_pod
-from gpulab.rules import MIG_NODE, MIG_PROFILE, find_object, line_of, objects_of
-from gpushare.grading.checks import T, check, fail
+from gpulab.rules import MIG_NODE, MIG_PROFILE, asks_one, find_object, line_of, usable
+from gpushare.data import Json, JsonObject
+from gpushare.grading.checks import T, Value, check, fail
 from gpushare.grading.labstate import (
+    LabState,
     node_conditions,
     pending_reason,
     quantity,
     requested,
-    show_quantity,
 )
+from gpushare.submissions.workdir import LineDict, Workdir
 
-# every step that judges the cluster reads the lab's queries (one read for all)
 READS, HINT_READS = QUERIES, HINT_QUERIES
 
 FILE = "k8s/mig-job.yaml"
@@ -20,24 +23,24 @@ PODS = {"mig-job": MIG_PROFILE, "plain-gpu": GPU}
 FIELDS = ("capacity", "allocatable")
 
 
-def _file_pod(work, name):
+def _file_pod(work: Workdir, name: str) -> LineDict | None:
     """The file's pod ``name``, or None (a broken file is 4.1's to report)."""
-    objs = work.objects(FILE) if work is not None else None
+    objs = work.objects(FILE)
     for obj in objs if isinstance(objs, list) else []:
-        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-        if obj.get("kind") == "Pod" and meta.get("name") == name:
+        meta = obj.get("metadata")
+        if isinstance(meta, dict) and obj.get("kind") == "Pod" and meta.get("name") == name:
             return obj
     return None
 
 
-def _absent(lab, work, name, expected):
+def _absent(lab: LabState, work: Workdir, name: str, expected: Value) -> NoReturn:
     """Fail for a pod that gpu-share lacks, saying where it is when another namespace has it.
 
     A file that sets no namespace, applied without ``-n gpu-share``, puts its pods in the
     current namespace (``default``): the pods exist, just not where the lab looks.
     """
     elsewhere = namespaces_of_pod(lab, name)
-    found = T("absent")
+    found: T | list[T] = T("absent")
     if elsewhere:
         found = [T("pod_in_namespaces", pod=name, namespaces=tuple(elsewhere))]
         pod = _file_pod(work, name)
@@ -47,7 +50,7 @@ def _absent(lab, work, name, expected):
     fail(expected=expected, found=found, where=T("cluster_pods", namespace=NS))
 
 
-def _cluster_pod(lab, work, name):
+def _cluster_pod(lab: LabState, work: Workdir, name: str) -> JsonObject:
     pod = lab.pods(NS).get(name)
     if pod is None:
         _absent(lab, work, name, T("pod_in_namespace", pod=name, namespace=NS))
@@ -55,17 +58,11 @@ def _cluster_pod(lab, work, name):
 
 
 @check("4.1", 3)
-def test_4_1_file_holds_the_two_pods(lab, work):
-    objs = objects_of(work, FILE)
+def test_4_1_file_holds_the_two_pods(lab: LabState, work: Workdir) -> None:
+    objs = usable(work.objects(FILE))
     for name, resource in PODS.items():
         pod = find_object(objs, "Pod", name, NS, FILE)
-        asked = requested(pod, resource)
-        if asked != 1:
-            fail(
-                expected=f"{resource}: 1",
-                found=f"{resource}: {show_quantity(asked)}",
-                where=line_of(pod, FILE, "spec", "containers"),
-            )
+        asks_one(pod, resource, where=line_of(pod, FILE, "spec", "containers"))
     for name, resource in PODS.items():
         pod = find_object(objs, "Pod", name, NS, FILE)
         live = lab.pods(NS).get(name)
@@ -82,8 +79,8 @@ def test_4_1_file_holds_the_two_pods(lab, work):
 
 
 @check("4.2", 3)
-def test_4_2_no_node_conditions(lab, work):
-    objs = objects_of(work, FILE)
+def test_4_2_no_node_conditions(lab: LabState, work: Workdir) -> None:
+    objs = usable(work.objects(FILE))
     for name in PODS:
         pod = find_object(objs, "Pod", name, NS, FILE)
         conds = node_conditions(pod)
@@ -104,15 +101,10 @@ def test_4_2_no_node_conditions(lab, work):
             )
 
 
-def _placed(lab, work, name, resource):
+def _placed(lab: LabState, work: Workdir, name: str, resource: str) -> Json:
+    """The node the pod ``name`` is on (its ``spec.nodeName``); fails unless it is scheduled."""
     pod = _cluster_pod(lab, work, name)
-    asked = requested(pod, resource)
-    if asked != 1:
-        fail(
-            expected=f"{resource}: 1",
-            found=f"{resource}: {show_quantity(asked)}",
-            where=T("cluster_pod", pod=f"{NS}/{name}"),
-        )
+    asks_one(pod, resource, where=T("cluster_pod", pod=f"{NS}/{name}"))
     node = (pod.get("spec") or {}).get("nodeName")
     if not node:
         reason = pending_reason(pod)
@@ -125,7 +117,7 @@ def _placed(lab, work, name, resource):
 
 
 @check("4.3", 4)
-def test_4_3_mig_job_lands_on_the_mig_node(lab, work):
+def test_4_3_mig_job_lands_on_the_mig_node(lab: LabState, work: Workdir) -> None:
     node = _placed(lab, work, "mig-job", MIG_PROFILE)
     if node != MIG_NODE:
         found = [T("on_node", node=node)]
@@ -141,7 +133,7 @@ def test_4_3_mig_job_lands_on_the_mig_node(lab, work):
 
 
 @check("4.4", 4)
-def test_4_4_plain_gpu_avoids_the_mig_node(lab, work):
+def test_4_4_plain_gpu_avoids_the_mig_node(lab: LabState, work: Workdir) -> None:
     node = _placed(lab, work, "plain-gpu", GPU)
     if node == MIG_NODE:
         fail(

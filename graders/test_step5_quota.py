@@ -2,14 +2,15 @@
 
 import json
 import re
+from decimal import Decimal
 
 from gpulab import GPU, HINT_QUERIES, QUERIES, QUOTA_NAME, QUOTA_NS
-from gpulab.rules import find_object, line_of, objects_of
-from gpushare.grading.checks import CheckFailed, T, check, fail
-from gpushare.grading.labstate import quantity, requested, show_quantity
-from gpushare.submissions.workdir import FileProblem
+from gpulab.rules import asks_one, find_object, line_of, usable
+from gpushare.data import JsonObject
+from gpushare.grading.checks import CheckFailed, T, Value, check, fail
+from gpushare.grading.labstate import LabState, quantity, requested, show_quantity
+from gpushare.submissions.workdir import LineDict, Workdir
 
-# every step that judges the cluster reads the lab's queries (one read for all)
 READS, HINT_READS = QUERIES, HINT_QUERIES
 
 QUOTA_FILE = "k8s/gpu-quota.yaml"
@@ -17,13 +18,19 @@ OVER_FILE = "k8s/team-over.yaml"
 DENIED_FILE = "out/quota-denied.txt"
 KEY = f"requests.{GPU}"
 LIMIT = 2
+IN_CLUSTER = T("cluster_quota", quota=f"{QUOTA_NS}/{QUOTA_NAME}")
 
 
-def _hard(obj, field="spec"):
+def _hard(obj: JsonObject, field: str = "spec") -> Decimal | None:
     return quantity(((obj.get(field) or {}).get("hard") or {}).get(KEY))
 
 
-def _cluster_quota(lab):
+def _limits_to_two(quota: JsonObject, where: Value) -> None:
+    if _hard(quota) != LIMIT:
+        fail(expected=f"spec.hard[{KEY}]: {LIMIT}", found=show_quantity(_hard(quota)), where=where)
+
+
+def _cluster_quota(lab: LabState) -> JsonObject:
     quota = lab.quotas(QUOTA_NS).get(QUOTA_NAME)
     if quota is None:
         fail(
@@ -34,30 +41,25 @@ def _cluster_quota(lab):
     return quota
 
 
-def _over_pod(work):
+def _over_pod(work: Workdir) -> LineDict:
     """The one Pod of team-over.yaml (its namespace must be team-a or unset)."""
-    objs = objects_of(work, OVER_FILE)
+    objs = usable(work.objects(OVER_FILE))
     pods = [o for o in objs if o.get("kind") == "Pod"]
     if len(pods) != 1:
         fail(expected=T("one_pod"), found=T("pod_count", count=len(pods)), where=OVER_FILE)
     pod = pods[0]
-    meta = pod.get("metadata") if isinstance(pod.get("metadata"), dict) else {}
-    name = meta.get("name")
+    meta = pod.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
     if not isinstance(name, str) or not name:
         fail(expected="metadata.name", found=T("absent"), where=f"{OVER_FILE}:{pod.line}")
     return find_object(objs, "Pod", name, QUOTA_NS, OVER_FILE)
 
 
 @check("5.1", 3)
-def test_5_1_quota_file(lab, work):
-    objs = objects_of(work, QUOTA_FILE)
+def test_5_1_quota_file(lab: LabState, work: Workdir) -> None:
+    objs = usable(work.objects(QUOTA_FILE))
     quota = find_object(objs, "ResourceQuota", QUOTA_NAME, QUOTA_NS, QUOTA_FILE)
-    if _hard(quota) != LIMIT:
-        fail(
-            expected=f"spec.hard[{KEY}]: {LIMIT}",
-            found=show_quantity(_hard(quota)),
-            where=line_of(quota, QUOTA_FILE, "spec", "hard"),
-        )
+    _limits_to_two(quota, where=line_of(quota, QUOTA_FILE, "spec", "hard"))
     live = _cluster_quota(lab)
     if _hard(live) != _hard(quota):
         fail(
@@ -68,24 +70,15 @@ def test_5_1_quota_file(lab, work):
 
 
 @check("5.2", 3)
-def test_5_2_quota_enforced(lab):
+def test_5_2_quota_enforced(lab: LabState) -> None:
     quota = _cluster_quota(lab)
-    if _hard(quota) != LIMIT:
-        fail(
-            expected=f"spec.hard[{KEY}]: {LIMIT}",
-            found=show_quantity(_hard(quota)),
-            where=T("cluster_quota", quota=f"{QUOTA_NS}/{QUOTA_NAME}"),
-        )
+    _limits_to_two(quota, where=IN_CLUSTER)
     if _hard(quota, "status") != LIMIT:
-        fail(
-            expected=T("quota_status_filled"),
-            found=T("quota_status_empty"),
-            where=T("cluster_quota", quota=f"{QUOTA_NS}/{QUOTA_NAME}"),
-        )
+        fail(expected=T("quota_status_filled"), found=T("quota_status_empty"), where=IN_CLUSTER)
 
 
 @check("5.3", 4)
-def test_5_3_two_gpu_pods_fill_the_quota(lab):
+def test_5_3_two_gpu_pods_fill_the_quota(lab: LabState) -> None:
     pods = lab.pods(QUOTA_NS)
     gpu_pods = {n: p for n, p in pods.items() if requested(p, GPU)}
     singles = {n: p for n, p in gpu_pods.items() if requested(p, GPU) == 1}
@@ -111,20 +104,15 @@ def test_5_3_two_gpu_pods_fill_the_quota(lab):
         fail(
             expected=f"status.used[{KEY}]: {LIMIT}",
             found=show_quantity(used),
-            where=T("cluster_quota", quota=f"{QUOTA_NS}/{QUOTA_NAME}"),
+            where=IN_CLUSTER,
         )
 
 
 @check("5.4", 3)
-def test_5_4_team_over_is_denied(lab, work):
+def test_5_4_team_over_is_denied(lab: LabState, work: Workdir) -> None:
     pod = _over_pod(work)
     name = pod["metadata"]["name"]
-    if requested(pod, GPU) != 1:
-        fail(
-            expected=f"{GPU}: 1",
-            found=f"{GPU}: {show_quantity(requested(pod, GPU))}",
-            where=line_of(pod, OVER_FILE, "spec", "containers"),
-        )
+    asks_one(pod, GPU, where=line_of(pod, OVER_FILE, "spec", "containers"))
     if name in lab.pods(QUOTA_NS):
         fail(
             expected=T("pod_not_created", pod=f"{QUOTA_NS}/{name}"),
@@ -140,22 +128,23 @@ def test_5_4_team_over_is_denied(lab, work):
         )
 
 
-def _dry_run_body(pod):
+def _dry_run_body(pod: JsonObject) -> JsonObject:
     """What is sent to the apiserver for the file's pod: only what a Pod may carry."""
     body = {k: v for k, v in pod.items() if k in ("apiVersion", "kind", "metadata", "spec")}
     body["apiVersion"], body["kind"] = "v1", "Pod"
     body["metadata"] = {**dict(body.get("metadata") or {}), "namespace": QUOTA_NS}
     # plain JSON: YAML may give dates and such, which the apiserver gets as their text
-    return json.loads(json.dumps(body, default=str))
+    plain: JsonObject = json.loads(json.dumps(body, default=str))
+    return plain
 
 
-def _dry_run(lab, pod):
+def _dry_run(lab: LabState, pod: JsonObject) -> str | None:
     """The apiserver's answer to creating the pod (server-side dry-run: nothing is made)."""
     err = lab.dry_run_create(QUOTA_NS, _dry_run_body(pod))
     return None if err is None else err.message
 
 
-def dry_runs(work):
+def dry_runs(work: Workdir) -> list[tuple[str, JsonObject]]:
     """The dry-runs this step judges, taken with the cluster read (so a snapshot holds them)."""
     try:
         return [(QUOTA_NS, _dry_run_body(_over_pod(work)))]
@@ -163,15 +152,13 @@ def dry_runs(work):
         return []
 
 
-def _squash(text):
+def _squash(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
 @check("5.5", 3)
-def test_5_5_denial_captured(lab, work):
-    text = work.read_text(DENIED_FILE)
-    if isinstance(text, FileProblem):
-        fail(problem=text.problem, where=text.where)
+def test_5_5_denial_captured(lab: LabState, work: Workdir) -> None:
+    text = usable(work.read_text(DENIED_FILE))
     pod = _over_pod(work)
     name = pod["metadata"]["name"]
     # The apiserver's answer for the file's pod right now, and its answer for the lab's own

@@ -6,9 +6,10 @@ any check, as this step's background work: a check taking ``request_runs`` gets 
 """
 
 import re
+from typing import NoReturn
 
 from gpulab import requestruns
-from gpulab.requestruns import SCRIPT, TIMEOUT_S, stderr_tail
+from gpulab.requestruns import SCRIPT, TIMEOUT_S, CaseRun, RequestRuns, stderr_tail
 from gpushare.grading.checks import T, check, fail
 
 BACKGROUND = {"request_runs": requestruns.start}
@@ -26,20 +27,20 @@ def neutral_paths(text: str) -> str:
     return _PY_BIN.sub(r"\1", _PY_LIB.sub("…", text))
 
 
-def _lines(lines):
+def _lines(lines: list[str]) -> str | T:
     """Output lines on one line of feedback; "one per line" when there are several, so the
     separator is not taken for part of the output."""
     text = " | ".join(lines)[:200]
     return T("script_lines", lines=text) if len(lines) > 1 else text
 
 
-def _script_ok(runs, strict=False):
+def _script_ok(runs: RequestRuns, strict: bool = False) -> None:
     """Fail when the script cannot be run; with ``strict`` also when it is not executable."""
     if runs.problem is not None and (strict or runs.command is None):
         fail(problem=T(f"script_problem_{runs.problem}"), where=SCRIPT)
 
 
-def _output(run):
+def _output(run: CaseRun) -> T:
     """What the script did: exit status, stdout, and the end of its stderr when it wrote any.
 
     A crashing script's traceback is on stderr: without it the learner sees only "exit code
@@ -60,59 +61,53 @@ def _output(run):
     return T("script_run", status=status, output=output)
 
 
-def _expected(case):
+def _wrong(run: CaseRun, problem: T) -> NoReturn:
+    """Fail with what the script should have done on the run's case, and what it did."""
+    case = run.case
     lines = [f"OVER={n}={c}" for n, c in case.expect_over] or ["OK"]
-    return T("script_run", status=T("script_rc", rc=case.expect_rc), output=_lines(lines))
+    fail(
+        problem=problem,
+        expected=T("script_run", status=T("script_rc", rc=case.expect_rc), output=_lines(lines)),
+        found=_output(run),
+        where=T("script_case", case=case.name, description=case.description),
+    )
 
 
-def _sample(runs, stem):
+def _sample(runs: RequestRuns, stem: str) -> None:
     _script_ok(runs)
     run = runs.sample(stem)
     if not run.passed:
-        fail(
-            problem=T("script_reason_" + run.reason),
-            expected=_expected(run.case),
-            found=_output(run),
-            where=T("script_case", case=run.case.name, description=run.case.description),
-        )
+        _wrong(run, T("script_reason_" + run.reason))
 
 
 @check("6.1", 2)
-def test_6_1_script_is_executable(request_runs):
+def test_6_1_script_is_executable(request_runs: RequestRuns) -> None:
     _script_ok(request_runs, strict=True)
 
 
 @check("6.2", 3)
-def test_6_2_sample_over_is_refused(request_runs):
+def test_6_2_sample_over_is_refused(request_runs: RequestRuns) -> None:
     _sample(request_runs, "over")
 
 
 @check("6.3", 2)
-def test_6_3_sample_one_passes(request_runs):
+def test_6_3_sample_one_passes(request_runs: RequestRuns) -> None:
     _sample(request_runs, "one")
 
 
 @check("6.4", 2)
-def test_6_4_sample_none_passes(request_runs):
+def test_6_4_sample_none_passes(request_runs: RequestRuns) -> None:
     _sample(request_runs, "none")
 
 
 @check("6.5", 5)
-def test_6_5_unseen_cases(request_runs):
+def test_6_5_unseen_cases(request_runs: RequestRuns) -> None:
     _script_ok(request_runs)
     runs = request_runs.generated_runs()
     wrong = [r for r in runs if not r.passed]
     if wrong:
-        first = wrong[0]
-        fail(
-            # the seed is in the results (for a regrade), not in the learner's feedback
-            problem=T(
-                "script_cases_failed",
-                failed=len(wrong),
-                total=len(runs),
-                case=first.case.name,
-            ),
-            expected=_expected(first.case),
-            found=_output(first),
-            where=T("script_case", case=first.case.name, description=first.case.description),
+        # the seed is in the results (for a regrade), not in the learner's feedback
+        failed = T(
+            "script_cases_failed", failed=len(wrong), total=len(runs), case=wrong[0].case.name
         )
+        _wrong(wrong[0], failed)

@@ -7,29 +7,30 @@ from gpulab.rules import (
     device_plugin_config,
     dig,
     show_yaml,
+    usable,
     where_cm,
 )
 from gpushare.grading.checks import T, check, fail
-from gpushare.submissions.workdir import FileProblem
+from gpushare.grading.labstate import LabState
+from gpushare.submissions.workdir import LineDict, Workdir
 
-# every step that judges the cluster reads the lab's queries (one read for all)
 READS, HINT_READS = QUERIES, HINT_QUERIES
 
 FILE = "out/isolation.txt"
 
 
 @check("7.1", 4)
-def test_7_1_mps_config(lab):
+def test_7_1_mps_config(lab: LabState) -> None:
     cfg = device_plugin_config(lab, "mps")
     sharing = cfg.get("sharing")
-    if isinstance(sharing, dict) and "timeSlicing" in sharing:
+    if isinstance(sharing, LineDict) and "timeSlicing" in sharing:
         fail(
             expected=T("no_key", key="sharing.timeSlicing"),
             found=T("key_present", key="sharing.timeSlicing"),
             where=where_cm("mps", sharing.line_of("timeSlicing")),
         )
     first = dig(cfg, "sharing", "mps", "resources", 0)
-    if not isinstance(first, dict):
+    if not isinstance(first, LineDict):
         fail(expected="sharing.mps.resources[0]", found=T("absent"), where=where_cm("mps"))
     replicas = first.get("replicas")
     if first.get("name") != GPU or replicas != 4 or isinstance(replicas, bool):
@@ -42,14 +43,7 @@ def test_7_1_mps_config(lab):
         device_plugin_config(lab, key)
 
 
-def _table(work):
-    table = work.key_values(FILE)
-    if isinstance(table, FileProblem):
-        fail(problem=table.problem, where=table.where)
-    return table
-
-
-def _answer(value):
+def _answer(value: str) -> str | None:
     """The table's value as an answer: ``Yes``, `` no `` or ``"partial"`` read as written
     meant; None when it is none of yes, no, partial."""
     word = value.strip().strip("\"'").strip().lower()
@@ -57,8 +51,8 @@ def _answer(value):
 
 
 @check("7.2", 2)
-def test_7_2_isolation_table_format(work):
-    table = _table(work)
+def test_7_2_isolation_table_format(work: Workdir) -> None:
+    table = usable(work.key_values(FILE))
     missing = [k for k in ISOLATION if k not in table]
     extra = [k for k in table if k not in ISOLATION]
     if missing or extra:
@@ -81,12 +75,12 @@ def test_7_2_isolation_table_format(work):
 
 
 @check("7.3", 4)
-def test_7_3_isolation_table_values(work):
+def test_7_3_isolation_table_values(work: Workdir) -> None:
     """Every answer right. A value 7.2 already charged for its form (``Yes``, ``"no"``) is
     judged here by what it means, so one slip of form costs one check, not two; a value that
     means nothing (``maybe``) or a missing key cannot be judged right, and is listed apart
     from the wrong answers, pointing at 7.2."""
-    table = _table(work)
+    table = usable(work.key_values(FILE))
     answers = {k: _answer(table[k][0]) for k in ISOLATION if k in table}
     wrong = [k for k, a in answers.items() if a is not None and a != ISOLATION[k]]
     # no answer at all (the key left out, or its value empty) is told apart from one that

@@ -7,20 +7,21 @@ from gpulab.rules import (
     find_object,
     lab_node_labels,
     line_of,
-    objects_of,
     show_yaml,
+    usable,
 )
-from gpushare.grading.checks import T, check, fail
+from gpushare.data import JsonObject
+from gpushare.grading.checks import T, Value, check, fail
 from gpushare.grading.labstate import (
+    LabState,
     pending_reason,
     pod_resources,
     requested,
     selects_by_label,
     show_quantity,
 )
-from gpushare.submissions.workdir import FileProblem
+from gpushare.submissions.workdir import Workdir
 
-# every step that judges the cluster reads the lab's queries (one read for all)
 READS, HINT_READS = QUERIES, HINT_QUERIES
 
 FILE = "k8s/placement.yaml"
@@ -29,7 +30,7 @@ NS = "gpu-share"
 PODS = tuple(PLACEMENT)
 
 
-def _resource_problem(pod):
+def _resource_problem(pod: JsonObject) -> tuple[Value, Value] | None:
     """None when the pod asks what its workload needs, else (expected, found)."""
     name = pod["metadata"]["name"]
     if name == "prod-inference":
@@ -45,8 +46,8 @@ def _resource_problem(pod):
 
 
 @check("8.1", 3)
-def test_8_1_placement_file(lab, work):
-    objs = objects_of(work, FILE)
+def test_8_1_placement_file(lab: LabState, work: Workdir) -> None:
+    objs = usable(work.objects(FILE))
     nodes = lab_node_labels(lab)
     for name in PODS:
         pod = find_object(objs, "Pod", name, NS, FILE)
@@ -57,8 +58,8 @@ def test_8_1_placement_file(lab, work):
                 found=problem[1],
                 where=line_of(pod, FILE, "spec", "containers"),
             )
-        spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
-        if spec.get("nodeName"):
+        spec = pod.get("spec")
+        if isinstance(spec, dict) and spec.get("nodeName"):
             fail(
                 expected=T("by_label"),
                 found=f"nodeName: {spec['nodeName']}",
@@ -77,7 +78,7 @@ HOSTNAME = "kubernetes.io/hostname"
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 
 
-def _selection(pod, chosen):
+def _selection(pod: JsonObject, chosen: list[str]) -> T:
     """What the pod's label condition selects among the lab's labels of steps 2 and 3.
 
     A hostname selector selects none of them: ``kubernetes.io/hostname`` is the node's name
@@ -87,12 +88,11 @@ def _selection(pod, chosen):
         return T("no_label_condition")
     if chosen:
         return T("selects_nodes", nodes=tuple(chosen))
-    spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
-    selector = spec.get("nodeSelector")
+    selector = dig(pod, "spec", "nodeSelector")
     selector = selector if isinstance(selector, dict) else {}
     keys = {str(k) for k in selector}
     shown = [f"{k}={show_yaml(v)}" for k, v in selector.items()]  # what the learner wrote
-    affinity = dig(spec, "affinity", "nodeAffinity", REQUIRED, "nodeSelectorTerms")
+    affinity = dig(pod, "spec", "affinity", "nodeAffinity", REQUIRED, "nodeSelectorTerms")
     for term in affinity if isinstance(affinity, list) else []:
         exprs = term.get("matchExpressions") if isinstance(term, dict) else None
         for e in exprs if isinstance(exprs, list) else []:
@@ -105,7 +105,7 @@ def _selection(pod, chosen):
 
 
 @check("8.2", 4)
-def test_8_2_pods_on_the_right_nodes(lab):
+def test_8_2_pods_on_the_right_nodes(lab: LabState) -> None:
     pods = lab.pods(NS)
     for name in PODS:
         pod = pods.get(name)
@@ -140,10 +140,8 @@ def test_8_2_pods_on_the_right_nodes(lab):
 
 
 @check("8.3", 3)
-def test_8_3_placement_record_matches_reality(lab, work):
-    table = work.key_values(OUT)
-    if isinstance(table, FileProblem):
-        fail(problem=table.problem, where=table.where)
+def test_8_3_placement_record_matches_reality(lab: LabState, work: Workdir) -> None:
+    table = usable(work.key_values(OUT))
     pods = lab.pods(NS)
     for name in PODS:
         real = ((pods.get(name) or {}).get("spec") or {}).get("nodeName")

@@ -211,7 +211,7 @@ def test_previous_shows_the_changed_scores_after_a_grader_change(graded, three, 
     shutil.copytree(ROOT / "graders", graders, ignore=shutil.ignore_patterns("__pycache__"))
     step7 = graders / "test_step7_mps_isolation.py"
     source = step7.read_text()
-    head = "def test_7_1_mps_config(lab):\n"
+    head = "def test_7_1_mps_config(lab: LabState) -> None:\n"
     assert head in source
     step7.write_text(
         source.replace(head, head + '    fail(expected="a stricter grader", found="this")\n')

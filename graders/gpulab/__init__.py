@@ -8,7 +8,9 @@ The engine (``src/gpushare``) knows none of it: it reads what the step modules d
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from gpushare.data import Json
 
 if TYPE_CHECKING:  # step 6 imports this package before anything heavy: see BACKGROUND
     from gpushare.grading.labstate import LabState
@@ -38,9 +40,9 @@ HINT_QUERIES: dict[str, str] = {
 }
 
 
-def configmap(lab: LabState) -> dict[str, Any] | None:
+def configmap(lab: LabState) -> Json:
     """The device plugin's ConfigMap, or None when it does not exist."""
-    return lab.read("configmap")  # type: ignore[no-any-return]
+    return lab.read("configmap")
 
 
 def namespaces_of_pod(lab: LabState, name: str) -> list[str]:

@@ -40,6 +40,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
 from gpushare.grading.checks import T
 
 GPU_KEY = "nvidia.com/gpu"
@@ -117,8 +119,6 @@ def _load_all(text: str) -> list[object]:
     Same SafeConstructor, so the same documents as the learner's ``yaml.safe_load_all``;
     about ten times faster, which matters because cases are made at the start of every grade.
     """
-    import yaml  # here: drafts are made, and their runs started, before YAML is imported
-
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     return list(yaml.load_all(text, Loader=loader))
 
@@ -568,7 +568,7 @@ def generate(seed: int, count: int = MIN_COUNT) -> list[Case]:
 
 def drafts(seed: int, count: int = MIN_COUNT) -> list[_Draft]:
     """The cases of :func:`generate` before the oracle has judged them: name and manifest are
-    final, so the learner's runs can start on them while YAML is still being imported."""
+    final, so the learner's runs can start on them before the oracle parses them."""
     if count < MIN_COUNT:
         raise ValueError(f"count must be at least {MIN_COUNT} to cover every feature, got {count}")
     rng = random.Random(seed)

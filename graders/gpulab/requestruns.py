@@ -1,11 +1,10 @@
 """Runs of the learner's ``bin/check-request.sh`` on the sample and the unseen cases.
 
 The learner's runs are most of a grade's time (each one starts the learner's interpreter), so
-they start first and run in the background while everything else is read and checked. They
-start before YAML is even imported: the oracle judges the cases while the runs go on. Each run
-is in the sandbox (time limit, output cap, every process ended afterwards), and one sandbox
-supervisor serves all the runs of a grade, so a run costs the learner's own program and not
-also a Python start-up of ours.
+they start first and run in the background while everything else is read and checked; the
+oracle judges the cases while the runs go on. Each run is in the sandbox (time limit, output
+cap, every process ended afterwards), and one sandbox supervisor serves all the runs of a
+grade, so a run costs the learner's own program and not also a Python start-up of ours.
 
 Each manifest is written to a private temporary directory, never into the learner's work
 directory, and passed as the script's only argument. Judging happens when a check asks.
@@ -13,16 +12,19 @@ directory, and passed as the script's only argument. Judging happens when a chec
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gpulab import requestcases
+from gpulab.requestcases import Case
 from gpushare.grading.background import BackgroundError, Context
 from gpushare.sandbox import supervisor as sandbox
 
 if TYPE_CHECKING:
-    from gpulab.requestcases import Case
     from gpushare.sandbox.levels import Sandbox
 
 SCRIPT = "bin/check-request.sh"
@@ -50,15 +52,8 @@ def stderr_tail(text: str, lines: int = STDERR_LINES, chars: int = STDERR_CHARS)
     return tail if len(tail) <= chars else "…" + tail[-(chars - 1) :]
 
 
-def _private_dir() -> Path:
-    """A new directory only we can read, for the case manifests."""
-    return Path(tempfile.mkdtemp(prefix="gpushare-cases-"))
-
-
 def _no_answer(stdout: str) -> bool:
     """Whether the script printed no answer line at all (no ``OK``, no ``OVER=...``)."""
-    from gpulab import requestcases
-
     over, saw_ok = requestcases.parse_output(stdout)
     return not over and not saw_ok
 
@@ -70,21 +65,15 @@ def start(context: Context) -> RequestRuns:
     )
 
 
+@dataclass(slots=True)
 class CaseRun:
     """One judged run: the case, what the script did, and the verdict (``reason`` a key)."""
 
-    __slots__ = ("case", "error", "passed", "reason", "result")
-
-    def __init__(
-        self,
-        case: Case,
-        result: sandbox.RunResult | None,
-        error: str | None,  # the script could not be executed at all (e.g. no shebang)
-        passed: bool,
-        reason: str,
-    ) -> None:
-        self.case, self.result, self.error = case, result, error
-        self.passed, self.reason = passed, reason
+    case: Case
+    result: sandbox.RunResult | None
+    error: str | None  # the script could not be executed at all (e.g. no shebang)
+    passed: bool
+    reason: str
 
 
 class _Job:
@@ -134,7 +123,7 @@ class RequestRuns:
         self.command = self._command()
         self.samples: list[Case] = []
         self.generated: list[Case] = []
-        self._tmp = _private_dir()
+        self._tmp = Path(tempfile.mkdtemp(prefix="gpushare-cases-"))  # only we can read it
         self._supervisor: sandbox.Supervisor | None = None
         self._supervisor_error = ""
         self._jobs: dict[str, _Job] = {}
@@ -183,8 +172,6 @@ class RequestRuns:
     def _start(self, samples_dir: Path) -> None:
         if not samples_dir.is_dir():  # the grader's own fault: no grade (exit 2)
             raise BackgroundError(f"the sample manifests of step 6 are not at {samples_dir}")
-        from gpulab import requestcases  # YAML only when the oracle judges, below
-
         drafts = requestcases.drafts(self.seed)  # the fewest that cover every feature
         if self.command is not None:
             # Started here, in the caller's thread: the supervisor ends with the thread that
@@ -226,8 +213,6 @@ class RequestRuns:
 
     def run(self, name: str) -> CaseRun:
         """The judged run of case ``name`` (waits for it to finish)."""
-        from gpulab import requestcases
-
         case = next(c for c in [*self.samples, *self.generated] if c.name == name)
         job = self._jobs.get(name)
         outcome = job.wait() if job is not None else "the script could not be run"
@@ -259,11 +244,6 @@ class RequestRuns:
                 text = text.replace(str(self.workdir.absolute()), self.shown_workdir)
                 setattr(outcome, attr, text)
 
-    @property
-    def isolation(self) -> str:
-        """The isolation level the runs had: ``bubblewrap``, ``uid`` or ``none``."""
-        return self.level.level if self.level is not None else "none"
-
     def sample(self, stem: str) -> CaseRun:
         return self.run(f"sample-{stem}")
 
@@ -276,6 +256,4 @@ class RequestRuns:
             self._supervisor.close()  # aborts runs still going: their results come at once
         for job in self._jobs.values():
             job.wait()
-        import shutil
-
         shutil.rmtree(self._tmp, ignore_errors=True)

@@ -1,23 +1,26 @@
 """The lab's rules as code: names, expected values, and how they are derived.
 
 Where LAB.md says a value is derived (lab-node-1's GPUs are 2 x the ``replicas`` of the
-ConfigMap's ``shared`` config), the derivation lives here, once, and the graders and the
-reference solution both call it. Every reader returns a value or a problem, never raises on
-learner input.
+ConfigMap's ``shared`` config), the derivation lives here, once, for every grader. Every reader
+returns a value or fails the check with a problem (``fail``); none crashes on learner input.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
+
+import yaml
 
 from gpulab import CONFIG_LABEL, CONFIGMAP_NAME, CONFIGMAP_NS, GPU, configmap
+from gpushare.data import Json, JsonObject
 from gpushare.grading.checks import T, Value, fail
-from gpushare.grading.labstate import LabState, quantity
+from gpushare.grading.labstate import LabState, quantity, requested, show_quantity
 from gpushare.lab import nodes
-from gpushare.submissions.workdir import FileProblem, LineDict, Workdir, load_yaml_text, yaml_kind
+from gpushare.submissions.workdir import FileProblem, LineDict, load_yaml_text, yaml_kind
+
+R = TypeVar("R")
 
 LAB_NODES = nodes.load(Path(__file__).resolve().parents[1] / "lab.toml").names
 MIG_PROFILE = "nvidia.com/mig-1g.10gb"
@@ -28,7 +31,8 @@ CONFIG_FOR_NODE = {"lab-node-0": "default", "lab-node-1": "shared"}
 MIG_NODE = "lab-node-2"
 # where step 8 puts each workload, by the lab's own definition of the nodes
 PLACEMENT = {"prod-inference": MIG_NODE, "notebook": "lab-node-1", "batch-train": "lab-node-0"}
-MIG_LABELS = {"nvidia.com/mig.strategy": "mixed"}
+STRATEGY_LABEL = "nvidia.com/mig.strategy"
+MIG_LABELS = {STRATEGY_LABEL: "mixed"}
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 ISOLATION = {
     "TIMESLICING_MEMORY_ISOLATION": "no",
@@ -53,7 +57,7 @@ def where_cm(key: str | None = None, line: int | None = None) -> T:
     return T("where_configmap_line", configmap=ref, key=key, line=line)
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> object:
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -63,15 +67,13 @@ def _plain(value: Any) -> Any:
     return str(value)  # a date or timestamp, as YAML wrote it
 
 
-def show_yaml(value: Any, limit: int = 120) -> str:
+def show_yaml(value: object, limit: int = 120) -> str:
     """A value as YAML writes it on one line (``false``, ``'4'``, ``{name: x}``), never a repr.
 
     What the learner wrote, in the language they wrote it in: a Python repr would show
     ``False`` for YAML's ``false`` and ``LineDict`` for a mapping.
     """
-    import yaml
-
-    text = yaml.safe_dump(
+    text: str = yaml.safe_dump(
         _plain(value), default_flow_style=True, allow_unicode=True, width=10_000
     ).strip()
     if text.endswith("\n..."):
@@ -80,7 +82,7 @@ def show_yaml(value: Any, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def show_field(name: str, value: Any) -> str | T:
+def show_field(name: str, value: object) -> str | T:
     """``name: value`` as the learner wrote it; a value the plugin needs as a number or a
     boolean but that was quoted into a string says so (``replicas: '4'``)."""
     text = f"{name}: {show_yaml(value)}"
@@ -96,14 +98,14 @@ def device_plugin_config(lab: LabState, key: str) -> LineDict:
     if key not in data:
         fail(
             expected=T("key_present", key=key),
-            found=T("keys_are", keys=_keys(data)),
+            found=T("keys_are", keys=tuple(sorted(map(str, data))) or T("none")),
             where=where_cm(),
         )
     docs = load_yaml_text(data[key], key)
     if isinstance(docs, FileProblem):
         fail(problem=docs.problem, where=where_cm(key, docs.line))
-    docs = [d for d in docs if d is not None]  # type: ignore[union-attr]
-    if len(docs) != 1 or not isinstance(docs[0], dict):
+    docs = [d for d in docs if d is not None]
+    if len(docs) != 1 or not isinstance(docs[0], LineDict):
         found = (
             yaml_kind(docs[0])
             if len(docs) == 1
@@ -112,7 +114,7 @@ def device_plugin_config(lab: LabState, key: str) -> LineDict:
             else T("yaml_documents", count=len(docs))
         )
         fail(expected=T("yaml_mapping"), found=found, where=where_cm(key))
-    return docs[0]  # type: ignore[no-any-return]
+    return docs[0]
 
 
 CONFIG_TOP_KEYS = ("version", "flags", "resources", "sharing", "imex")
@@ -131,7 +133,7 @@ FIELD_HOME = {
 }
 
 
-def field_paths(obj: Any, field: str, prefix: str = "") -> list[tuple[str, int | None]]:
+def field_paths(obj: object, field: str, prefix: str = "") -> list[tuple[str, int | None]]:
     """Every ``(path, line)`` at which a mapping of ``obj`` has the key ``field``."""
     out: list[tuple[str, int | None]] = []
     if isinstance(obj, dict):
@@ -185,10 +187,10 @@ def _format_problem(cfg: LineDict) -> tuple[Value, Value, int] | None:
     if "version" in cfg and cfg["version"] != "v1":
         return "version: v1", f"version: {show_yaml(cfg['version'])}", cfg.line_of("version")
     flags = cfg.get("flags")
-    if flags is not None and not isinstance(flags, dict):
-        found = f"flags: {show_yaml(flags)}"
+    if flags is not None and not isinstance(flags, LineDict):
+        found: Value = f"flags: {show_yaml(flags)}"
         return T("field_mapping", field="flags"), found, cfg.line_of("flags")
-    if isinstance(flags, dict) and flags.get("migStrategy", "none") not in MIG_STRATEGIES:
+    if isinstance(flags, LineDict) and flags.get("migStrategy", "none") not in MIG_STRATEGIES:
         return (
             T("field_one_of", field="migStrategy", values=MIG_STRATEGIES),
             f"migStrategy: {show_yaml(flags['migStrategy'])}",
@@ -197,7 +199,7 @@ def _format_problem(cfg: LineDict) -> tuple[Value, Value, int] | None:
     sharing = cfg.get("sharing")
     if sharing is None:
         return None
-    if not isinstance(sharing, dict):
+    if not isinstance(sharing, LineDict):
         found = f"sharing: {show_yaml(sharing)}"
         return T("field_mapping", field="sharing"), found, cfg.line_of("sharing")
     for method, body in sharing.items():
@@ -211,7 +213,7 @@ def _format_problem(cfg: LineDict) -> tuple[Value, Value, int] | None:
                 sharing.line_of(method),
             )
         for res in resources:
-            if not isinstance(res, dict):
+            if not isinstance(res, LineDict):
                 return T("resource_entry"), show_yaml(res), sharing.line_of(method)
             for key in res:
                 if key not in SHARED_RESOURCE_KEYS:
@@ -229,7 +231,7 @@ def _format_problem(cfg: LineDict) -> tuple[Value, Value, int] | None:
     return None
 
 
-def _unknown_field(key: Any, known: tuple[str, ...]) -> tuple[T, T]:
+def _unknown_field(key: object, known: tuple[str, ...]) -> tuple[T, T]:
     if key in FIELD_HOME:  # a field the plugin knows, one level off
         return T("known_fields", fields=known), T(
             "field_misplaced", field=str(key), home=FIELD_HOME[key]
@@ -237,11 +239,7 @@ def _unknown_field(key: Any, known: tuple[str, ...]) -> tuple[T, T]:
     return T("known_fields", fields=known), T("unknown_field", field=str(key))
 
 
-def _keys(data: dict[str, Any]) -> tuple[str, ...] | T:
-    return tuple(sorted(map(str, data))) or T("none")
-
-
-def dig(obj: Any, *path: str | int) -> Any:
+def dig(obj: Json, *path: str | int) -> Json:
     """``obj[p0][p1]...`` or None where any step is missing or of the wrong type."""
     for p in path:
         if isinstance(p, int):
@@ -301,12 +299,7 @@ def lab_node_labels(lab: LabState) -> dict[str, dict[str, str]]:
     The GPU product label may have any value: the cluster's is used where it exists.
     """
     try:
-        product = (
-            (lab.nodes().get(MIG_NODE) or {})
-            .get("metadata", {})
-            .get("labels", {})
-            .get(PRODUCT_LABEL)
-        )
+        product = dig(lab.nodes().get(MIG_NODE), "metadata", "labels", PRODUCT_LABEL)
     except Exception:
         product = None
     out: dict[str, dict[str, str]] = {name: {} for name in LAB_NODES}
@@ -317,23 +310,53 @@ def lab_node_labels(lab: LabState) -> dict[str, dict[str, str]]:
     return out
 
 
-def node_resource(node: dict[str, Any], field: str, resource: str) -> Decimal | None:
-    return quantity(((node.get("status") or {}).get(field) or {}).get(resource))
+def lab_node(lab: LabState, name: str) -> JsonObject:
+    """The lab's node ``name``; fails the check when it is gone."""
+    node = lab.nodes().get(name)
+    if node is None:  # the lab made it; a learner cannot make it again, a reset does
+        fail(problem=T("lab_node_missing", node=name), where=T("cluster_nodes"))
+    return node
 
 
-def objects_of(work: Workdir, rel: str) -> list[LineDict]:
-    """The file's objects; a missing or broken file fails the check with its problem."""
-    objs = work.objects(rel)
-    if isinstance(objs, FileProblem):
-        fail(problem=objs.problem, where=objs.where)
-    return objs  # type: ignore[return-value]
+def node_advertises(lab: LabState, name: str, resource: str, want: int, expected: Value) -> None:
+    """Fail unless node ``name`` advertises ``want`` of ``resource``, in both its capacity and
+    its allocatable (the scheduler reads allocatable)."""
+    status = lab_node(lab, name).get("status") or {}
+    found = {f: quantity((status.get(f) or {}).get(resource)) for f in ("capacity", "allocatable")}
+    wrong = [f for f, v in found.items() if v != want]
+    if wrong:
+        fail(
+            expected=expected,
+            found=", ".join(f"{f}={show_quantity(v)}" for f, v in found.items()),
+            where=T(
+                "node_status",
+                node=name,
+                fields=tuple(f"status.{f}" for f in wrong),
+                resource=resource,
+            ),
+        )
+
+
+def asks_one(pod: JsonObject, resource: str, where: Value) -> None:
+    """Fail unless ``pod`` asks for exactly one ``resource`` (over all its containers)."""
+    asked = requested(pod, resource)
+    if asked != 1:
+        fail(expected=f"{resource}: 1", found=f"{resource}: {show_quantity(asked)}", where=where)
+
+
+def usable(read: R | FileProblem) -> R:
+    """What was read of a learner's file; a missing or broken file fails the check with its
+    problem (``usable(work.objects(FILE))``)."""
+    if isinstance(read, FileProblem):
+        fail(problem=read.problem, where=read.where)
+    return read
 
 
 def find_object(objs: list[LineDict], kind: str, name: str, namespace: str, rel: str) -> LineDict:
     """The object ``kind/name`` of a file; its namespace must be ``namespace`` or unset."""
     for obj in objs:
-        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-        if obj.get("kind") == kind and meta.get("name") == name:
+        meta = obj.get("metadata")
+        if isinstance(meta, LineDict) and obj.get("kind") == kind and meta.get("name") == name:
             ns = meta.get("namespace")
             if ns not in (None, namespace):
                 fail(
@@ -352,10 +375,9 @@ def find_object(objs: list[LineDict], kind: str, name: str, namespace: str, rel:
         found=T("objects_are", objects=tuple(present) or T("none")),
         where=rel,
     )
-    raise AssertionError  # unreachable: fail() raises
 
 
-def line_of(obj: Any, rel: str, *path: str) -> str:
+def line_of(obj: object, rel: str, *path: str) -> str:
     """``file:line`` of the deepest key of ``path`` that exists in ``obj``."""
     line = getattr(obj, "line", None)
     cur = obj
