@@ -121,10 +121,10 @@ stress: setup
 FEEDBACK_CLUSTER ?= gpushare-feedback
 .PHONY: feedback-book feedback-record
 feedback-book: install
-	$(BIN)/python -m tests.feedback_cases book --out build/feedback-book.md
+	PYTHONPATH=graders $(BIN)/python -m tests.feedback_cases book --out build/feedback-book.md
 
 feedback-record: setup
-	$(BIN)/python -m tests.feedback_cases record --cluster $(FEEDBACK_CLUSTER)
+	PYTHONPATH=graders $(BIN)/python -m tests.feedback_cases record --cluster $(FEEDBACK_CLUSTER)
 
 # both container images built and checked with podman, as root (deploy/images.py: the base from
 # Debian packages with mmdebstrap, the grading image run as the class Job's pods, the sandbox's
