@@ -1,8 +1,8 @@
 """The rooms of the package (issue 12): each subpackage says what it is, and imports point down.
 
-Rooms, lowest first: the base modules (``locations``, ``versions``, ``precompile``), ``kube``
-(talking to a Kubernetes API), ``lab`` (the lab cluster's lifecycle), ``sandbox``, ``reports``,
-``submissions``, ``grading``, then ``classroom`` and ``lms``, then ``cli``. A module
+Rooms, lowest first: the base modules (``locations``, ``versions``, ``precompile``, ``data``),
+``kube`` (talking to a Kubernetes API), ``lab`` (the lab cluster's lifecycle), ``sandbox``,
+``reports``, ``submissions``, ``grading``, then ``classroom`` and ``lms``, then ``cli``. A module
 may import its own room and the rooms below it, never one above (imports made only for type
 checkers, under ``if TYPE_CHECKING:``, do not count: they never run).
 """
@@ -74,7 +74,9 @@ def test_the_rooms_are_the_ones_listed():
     subpackages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
     assert subpackages == set(ORDER) - {"", "cli"}
     flat = {p.stem for p in PACKAGE.glob("*.py")} - {"__init__", "__main__"}
-    assert flat == {"cli", "locations", "precompile", "versions"}, "a module outside the rooms"
+    assert flat == {"cli", "data", "locations", "precompile", "versions"}, (
+        "a module outside the rooms"
+    )
 
 
 def test_imports_point_down():
