@@ -25,7 +25,6 @@ from gpushare.grading.labstate import ClusterUnreadable, LabState
 from gpushare.kube.config import resolve
 from gpushare.kube.connect import connect
 from gpushare.kube.errors import ApiError, KubeconfigError, Unreachable
-from gpushare.locations import default_fixtures
 from gpushare.reports import messages, results
 from gpushare.sandbox import runtime
 from gpushare.submissions.workdir import Workdir
@@ -43,8 +42,8 @@ class GradeSession:
         cluster: str | None,
         context: str | None = None,
         lang: str,
-        seed: int | None,
-        fixtures: Path | None = None,
+        seed: int,
+        fixtures: Path,
         started: float | None = None,
         snapshot: Snapshot | None = None,
         unsafe_no_sandbox: bool = False,
@@ -56,8 +55,8 @@ class GradeSession:
         self.context = context
         self.cluster = cluster
         self.lang = lang
-        self.seed: int = seed if seed is not None else background.new_seed()
-        self.fixtures = fixtures or default_fixtures()
+        self.seed = seed
+        self.fixtures = fixtures
         self.started = started if started is not None else time.monotonic()
         self.results: dict[str, results.CheckResult] = {}
         self.server: str | None = None
@@ -102,10 +101,6 @@ class GradeSession:
         self.background.works.update(started.works)
         self.background.isolation = started.isolation or self.background.isolation
         started.works = {}  # ours to end now
-
-    def drop_background(self) -> None:
-        """End every background work still going."""
-        self.background.close()
 
     def connect(self, grader_modules: Iterable[ModuleType] = ()) -> LabState:
         """Reach the cluster and start its read, with the dry-runs the graders declare; the read.
@@ -239,7 +234,7 @@ class GradeSession:
             shutdown = getattr(self.state.client, "shutdown", None)  # the official client's pool
             if shutdown is not None:
                 shutdown()
-        self.drop_background()
+        self.background.close()
 
     # -- outcomes -------------------------------------------------------------------
 
