@@ -22,7 +22,6 @@ from gpushare.data import JsonObject, override
 from gpushare.grading import grade, runner
 from gpushare.kube.errors import KubeconfigError, Unreachable
 from gpushare.locations import cluster_name, default_workdir, graders_dir
-from gpushare.precompile import precompile
 from gpushare.sandbox import isolation
 
 EXIT_OK, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
@@ -275,6 +274,8 @@ def _dispatch(args: argparse.Namespace) -> int:
 
     try:
         if args.command == "setup":
+            from gpushare.precompile import precompile  # lazy: 1-2 ms (compileall)
+
             precompile(graders_dir())
             paths = binaries.ensure()
             if args.print:

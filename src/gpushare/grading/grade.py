@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol, TypedDict
 
-from gpushare.grading import background, guard, runner
+from gpushare.grading import background, runner
 from gpushare.grading.errors import GradeError
 from gpushare.grading.runner import Check
 from gpushare.locations import default_fixtures, default_workdir, graders_dir
@@ -340,7 +340,9 @@ def run_cli(args: argparse.Namespace) -> int:
     started = time.monotonic()
     if not args.snapshot:
         return _run_cli(args, started)
-    # a stranger's file: its grade is bounded in memory and time (gpushare.grading.guard)
+    # a stranger's file: its grade is bounded in memory and time
+    from gpushare.grading import guard  # lazy: 1 ms (signal, resource) a live grade never needs
+
     if args.timeout is None:
         args.timeout = guard.SNAPSHOT_TIMEOUT
     with guard.bounded(args.timeout, f"the grade of {args.snapshot}"):
@@ -358,6 +360,8 @@ def _run_cli(args: argparse.Namespace, started: float) -> int:
             return _error(f"bad snapshot: {exc}")
         if isinstance(exc, OptionError | GradeError):
             return _error(str(exc))
+        from gpushare.grading import guard  # lazy, as in run_cli
+
         if guard.out_of_memory(exc):
             return _error(f"could not grade: {guard.memory_message()}")
         raise
