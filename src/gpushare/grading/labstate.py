@@ -446,7 +446,8 @@ class LabState:
             self._ready[key] = threading.Event()
             self._fetched[key] = self._dry_run(namespace, body)
             self._ready[key].set()
-        return self._value(key)  # type: ignore[no-any-return]
+        verdict = self._value(key)  # a dry-run's answer: its ApiError, or None when admitted
+        return verdict if isinstance(verdict, ApiError) else None
 
 
 def dry_run_key(namespace: str, body: JsonObject) -> str:
