@@ -11,7 +11,7 @@ Such work is most of a grade's time, so ``gpushare grade`` starts it before anyt
 imported: the step modules that declare it are found without running the others
 (:func:`declares`), imported first, and their work started (:func:`start_all`, which also
 makes the one choice of the sandbox for learners' code) while the rest is imported and read.
-This module imports nothing heavy for that reason.
+So this module imports only what starting the work needs (the sandbox's levels).
 """
 
 from __future__ import annotations
@@ -21,8 +21,11 @@ import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
-from typing import Any, Protocol
+from typing import Protocol
+
+from gpushare.sandbox import levels
+from gpushare.sandbox.isolation import IsolationUnavailable
+from gpushare.sandbox.levels import Sandbox
 
 
 class BackgroundError(Exception):
@@ -42,19 +45,19 @@ class Context:
     shown_workdir: str | None  # that work dir as the learner knows it (a snapshot's), else None
     fixtures: Path  # the lab's fixtures/ folder
     seed: int  # the grade's seed (recorded in the results, for a regrade)
-    sandbox: Any  # the isolation chosen for learners' code (gpushare.sandbox), None: none
+    sandbox: Sandbox  # the isolation chosen for learners' code (its level may be ``none``)
 
 
 Starter = Callable[[Context], Closable]
 
 
-def declared(module: ModuleType | Any) -> dict[str, Starter]:
+def declared(module: object) -> dict[str, Starter]:
     """A grader module's ``BACKGROUND`` declaration ({} when it declares none)."""
     found = getattr(module, "BACKGROUND", None)
     return dict(found) if isinstance(found, dict) else {}
 
 
-def wanted(pairs: Iterable[tuple[Any, Iterable[str]]]) -> dict[str, Starter]:
+def wanted(pairs: Iterable[tuple[object, Iterable[str]]]) -> dict[str, Starter]:
     """The background work that checks ask for: (module, the check's parameter names) pairs."""
     out: dict[str, Starter] = {}
     for module, names in pairs:
@@ -116,11 +119,9 @@ def start_all(
     started = Started()
     if not wanted:
         return started
-    from gpushare.sandbox import levels
-
     try:
         sandbox = levels.choose(strangers=strangers, unsafe_no_sandbox=unsafe_no_sandbox)
-    except levels.IsolationUnavailable as exc:
+    except IsolationUnavailable as exc:
         raise BackgroundError(str(exc)) from None
     started.isolation = sandbox.level
     context = Context(workdir, shown_workdir, fixtures, seed, sandbox)

@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 from gpushare.grading import runner
+from gpushare.grading.errors import GradeError
 from gpushare.grading.grade import Options, open_session
-from gpushare.grading.session import GradeError
 from gpushare.locations import default_workdir, graders_dir
 from gpushare.submissions import snapshot
 
@@ -35,13 +35,13 @@ def take(
         workdir=workdir, kubeconfig=kubeconfig, cluster=cluster, context=context, lang="en", seed=0
     )
     with open_session(options) as session:  # the session a grade gets, the same reads
-        session.connect(runner.modules(runner.load_checks(graders_dir())))
-        problem = session.state.wait_all()
+        state = session.connect(runner.modules(runner.load_checks(graders_dir())))
+        problem = state.wait_all()
         if problem is not None:
             raise GradeError(f"gpushare: could not capture the cluster: {problem}")
         captured = snapshot.build(
             learner=learner or snapshot.default_learner(),
-            cluster=session.state.export(),
+            cluster=state.export(),
             identity=session.graded() or {},
             workdir=workdir,
             runtime=snapshot.learner_runtime(),

@@ -11,11 +11,12 @@ than on a translation.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NoReturn, TypeVar
+from typing import NoReturn, ParamSpec, TypedDict, TypeVar
 
-from gpushare.reports.messages import T  # re-exported: graders write T(...) too
+from gpushare.reports.messages import T as T  # re-exported: graders write T(...) too
 
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 Value = str | int | T | None
@@ -41,17 +42,25 @@ class CheckFailed(AssertionError):
         self.hint = hint  # in place of the check's own hint, where that one would mislead
 
 
-def check(number: str, points: int) -> Callable[[F], F]:
+class CheckMeta(TypedDict):
+    """What ``@check`` marks a function with (its ``gpushare_check`` attribute)."""
+
+    number: str
+    points: int
+    step: int
+
+
+def check(number: str, points: int) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Mark a grader function as check ``number`` (``"<step>.<n>"``) worth ``points``.
 
     Title and hint live in the catalogs under ``[checks."<number>"]``. The mark is a plain
     attribute, not a pytest marker, so ``gpushare grade`` can run the graders without
     importing pytest at all; the pytest plugin reads the same attribute.
     """
-    meta = {"number": number, "points": points, "step": int(number.split(".")[0])}
+    meta = CheckMeta(number=number, points=points, step=int(number.split(".")[0]))
 
-    def deco(fn: F) -> F:
-        fn.gpushare_check = meta  # type: ignore[attr-defined]
+    def deco(fn: Callable[P, R]) -> Callable[P, R]:
+        fn.gpushare_check = meta  # type: ignore[attr-defined]  # a plain attribute, on purpose
         return fn
 
     return deco

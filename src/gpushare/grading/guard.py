@@ -29,6 +29,8 @@ import signal
 import sys
 from collections.abc import Iterator
 
+from gpushare.reports.clean import line
+
 MIB = 1024 * 1024
 MEMORY_CAP = 1024 * MIB
 SNAPSHOT_TIMEOUT = 60.0  # as class grade's default
@@ -74,9 +76,6 @@ def cap_memory(limit: int | None = None) -> int:
 def hard_deadline(seconds: float, what: str) -> Iterator[None]:
     """End the process (exit 2, one line on stderr saying ``what``) if the block is still
     running after ``seconds``; the previous SIGALRM handler is put back after it."""
-
-    from gpushare.reports.clean import line
-
     said = line(f"gpushare: could not grade: {what} ran past {seconds:g} s; ended") + "\n"
 
     def strike(_signum: int, _frame: object) -> None:

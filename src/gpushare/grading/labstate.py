@@ -2,8 +2,8 @@
 
 Checks never call the API themselves: what the steps declare they read (``READS``,
 ``HINT_READS``) and the server-side dry-runs they declare (``dry_runs``) are fetched once, in
-the background, at the start of the session. That is what keeps a full grade under a second,
-and it means every check judges the same moment of the cluster. Grading is read-only: only
+the background, at the start of the session, while the grader does everything else; and every
+check judges the same moment of the cluster. Grading is read-only: only
 GETs here, and dry-runs (``?dryRun=All``: nothing is created). What cannot be read is
 :class:`ClusterUnreadable`: the grade is void, not failed.
 """
@@ -16,9 +16,11 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import Any, ClassVar
+from typing import ClassVar
 
+from gpushare.data import Json, JsonObject
 from gpushare.kube.errors import ApiError, Unreachable
+from gpushare.kube.verbs import Verbs
 
 _SUFFIX = {
     "m": Decimal("0.001"),
@@ -37,7 +39,7 @@ _SUFFIX = {
 }
 
 
-def quantity(value: Any) -> Decimal | None:
+def quantity(value: Json) -> Decimal | None:
     """A Kubernetes quantity as a number (``"2"``, ``2``, ``"2k"``); None when unreadable."""
     if isinstance(value, bool) or value is None:
         return None
@@ -63,7 +65,7 @@ def show_quantity(value: Decimal | None) -> str:
     return str(int(value)) if value == value.to_integral_value() else str(value.normalize())
 
 
-def container_requests(pod: dict[str, Any], resource: str) -> list[tuple[str, Decimal | None]]:
+def container_requests(pod: JsonObject, resource: str) -> list[tuple[str, Decimal | None]]:
     """Per container, the larger of requests and limits of ``resource`` (None when absent).
 
     For extended resources Kubernetes requires requests == limits when both are set, and
@@ -84,13 +86,13 @@ def container_requests(pod: dict[str, Any], resource: str) -> list[tuple[str, De
     return out
 
 
-def requested(pod: dict[str, Any], resource: str) -> Decimal | None:
+def requested(pod: JsonObject, resource: str) -> Decimal | None:
     """What the pod asks of ``resource`` over all containers; None when no container asks."""
     values = [v for _, v in container_requests(pod, resource) if v is not None]
     return sum(values, Decimal(0)) if values else None
 
 
-def pod_resources(pod: dict[str, Any]) -> set[str]:
+def pod_resources(pod: JsonObject) -> set[str]:
     """Every resource name a pod's containers ask for."""
     names: set[str] = set()
     for c in (pod.get("spec") or {}).get("containers") or []:
@@ -101,7 +103,7 @@ def pod_resources(pod: dict[str, Any]) -> set[str]:
     return names
 
 
-def node_conditions(pod: dict[str, Any]) -> list[str]:
+def node_conditions(pod: JsonObject) -> list[str]:
     """Which node conditions a pod sets: nodeName, nodeSelector, nodeAffinity."""
     spec = pod.get("spec") or {}
     found = []
@@ -114,15 +116,15 @@ def node_conditions(pod: dict[str, Any]) -> list[str]:
     return found
 
 
-def pending_reason(pod: dict[str, Any], limit: int = 300) -> str | None:
+def pending_reason(pod: JsonObject, limit: int = 300) -> str | None:
     """Why the scheduler has not placed the pod: its PodScheduled condition's message.
 
     The scheduler writes it on the pod (``0/3 nodes are available: 1 node(s) were
     unschedulable...``). It reads as the scheduler wrote it, on one line, without control
     characters, capped: it comes from the cluster, or from a snapshot anyone could write.
     """
-    status = pod.get("status") if isinstance(pod.get("status"), dict) else {}
-    conditions = status.get("conditions")
+    status = pod.get("status")
+    conditions = status.get("conditions") if isinstance(status, dict) else None
     for cond in conditions if isinstance(conditions, list) else []:
         if isinstance(cond, dict) and cond.get("type") == "PodScheduled":
             if cond.get("status") == "True" or not isinstance(cond.get("message"), str):
@@ -137,7 +139,7 @@ def pending_reason(pod: dict[str, Any], limit: int = 300) -> str | None:
     return None
 
 
-def _match_expression(expr: dict[str, Any], labels: dict[str, str]) -> bool:
+def _match_expression(expr: JsonObject, labels: dict[str, str]) -> bool:
     key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
     if op == "In":
         return key in labels and labels[key] in values
@@ -148,6 +150,8 @@ def _match_expression(expr: dict[str, Any], labels: dict[str, str]) -> bool:
     if op == "DoesNotExist":
         return key not in labels
     if op in ("Gt", "Lt"):
+        if not isinstance(key, str) or key not in labels:
+            return False
         try:
             a, b = int(labels[key]), int(values[0])
         except (KeyError, ValueError, IndexError):
@@ -156,7 +160,7 @@ def _match_expression(expr: dict[str, Any], labels: dict[str, str]) -> bool:
     return False
 
 
-def selects_by_label(pod: dict[str, Any], labels: dict[str, str]) -> bool | None:
+def selects_by_label(pod: JsonObject, labels: dict[str, str]) -> bool | None:
     """Whether the pod's label-based node condition selects a node with ``labels``.
 
     None when the pod has no label-based condition at all (no nodeSelector and no required
@@ -204,7 +208,7 @@ class Fetched:
     5xx, timeout, lost connection); ``value`` is then None.
     """
 
-    value: Any = None
+    value: Json = None
     unreadable: str | None = None
 
 
@@ -228,8 +232,8 @@ class LabState:
 
     def __init__(
         self,
-        client: Any,
-        dry_runs: Iterable[tuple[str, dict[str, Any]]] = (),
+        client: Verbs | None,
+        dry_runs: Iterable[tuple[str, JsonObject]] = (),
         reads: dict[str, str] | None = None,
         hint_reads: dict[str, str] | None = None,
     ) -> None:
@@ -268,9 +272,15 @@ class LabState:
                 self._fetched[key] = fetched
                 self._ready[key].set()
         finally:
-            self.client.close()  # this thread's connection
+            self._live().close()  # this thread's connection
             for event in self._ready.values():  # never leave a check waiting
                 event.set()
+
+    def _live(self) -> Verbs:
+        """The client of a live read; a snapshot's recorded read has none and asks nothing."""
+        if self.client is None:
+            raise RuntimeError("a recorded cluster read cannot ask the apiserver")
+        return self.client
 
     def _answer(self, key: str) -> Fetched:
         if key in self._dry_runs:
@@ -280,7 +290,7 @@ class LabState:
     def _fetch(self, path: str) -> Fetched:
         """A GET: 404 is an answer (absence); any other error means we could not read."""
         try:
-            return Fetched(self.client.get_or_none(path))
+            return Fetched(self._live().get_or_none(path))
         except ApiError as exc:
             return Fetched(None, str(exc))
         except Unreachable as exc:
@@ -288,14 +298,14 @@ class LabState:
         except Exception as exc:  # a grader bug must fail the checks, not hang them
             return Fetched(None, f"{type(exc).__name__}: {exc}")
 
-    def _dry_run(self, namespace: str, body: dict[str, Any]) -> Fetched:
+    def _dry_run(self, namespace: str, body: JsonObject) -> Fetched:
         """The apiserver's verdict on creating ``body`` now; nothing is created.
 
         A denial by admission (quota), validation or a missing namespace is the answer the
         graders judge; a denial of *us* (authentication, RBAC), a 5xx or no answer is not.
         """
         try:
-            self.client.create(f"/api/v1/namespaces/{namespace}/pods", body, dry_run=True)
+            self._live().create(f"/api/v1/namespaces/{namespace}/pods", body, dry_run=True)
         except ApiError as exc:
             if exc.status in (401, 429) or exc.status >= 500 or _rbac_denial(exc):
                 return Fetched(None, str(exc))
@@ -306,9 +316,9 @@ class LabState:
 
     # -- as a snapshot holds it ---------------------------------------------------
 
-    def export(self) -> dict[str, Any]:
+    def export(self) -> JsonObject:
         """Every answer, as JSON data (a snapshot's ``cluster.json``); waits for the read."""
-        out: dict[str, Any] = {}
+        out: JsonObject = {}
         for key in self._paths:
             f = self.get(key)
             if key in self._dry_runs:
@@ -325,7 +335,7 @@ class LabState:
     @classmethod
     def recorded(
         cls,
-        answers: dict[str, Any],
+        answers: JsonObject,
         reads: dict[str, str] | None = None,
         hint_reads: dict[str, str] | None = None,
     ) -> LabState:
@@ -392,33 +402,33 @@ class LabState:
 
     # -- typed views ---------------------------------------------------------------
 
-    def _value(self, key: str) -> Any:
+    def _value(self, key: str) -> Json:
         f = self.get(key)
         if f.unreadable:
             raise ClusterUnreadable(self.describe(key), f.unreadable)
         return f.value
 
-    def _items(self, key: str) -> list[dict[str, Any]]:
+    def _items(self, key: str) -> list[JsonObject]:
         return list((self._value(key) or {}).get("items") or [])
 
     def namespace_names(self) -> set[str]:
         return {n["metadata"]["name"] for n in self._items("namespaces")}
 
-    def nodes(self) -> dict[str, dict[str, Any]]:
+    def nodes(self) -> dict[str, JsonObject]:
         return {n["metadata"]["name"]: n for n in self._items("nodes")}
 
-    def pods(self, namespace: str) -> dict[str, dict[str, Any]]:
+    def pods(self, namespace: str) -> dict[str, JsonObject]:
         return {p["metadata"]["name"]: p for p in self._items(f"pods:{namespace}")}
 
-    def quotas(self, namespace: str) -> dict[str, dict[str, Any]]:
+    def quotas(self, namespace: str) -> dict[str, JsonObject]:
         return {q["metadata"]["name"]: q for q in self._items(f"quotas:{namespace}")}
 
-    def read(self, key: str) -> Any:
+    def read(self, key: str) -> Json:
         """A read a grader declared in its module's ``READS`` (key -> API path): the object,
         or None when it does not exist."""
         return self._value(key)
 
-    def dry_run_create(self, namespace: str, body: dict[str, Any]) -> ApiError | None:
+    def dry_run_create(self, namespace: str, body: JsonObject) -> ApiError | None:
         """The apiserver's verdict on creating ``body`` now (None: admitted).
 
         Taken with the cluster read when a grader declared it (see ``dry_runs`` in a grader
@@ -436,9 +446,10 @@ class LabState:
             self._ready[key] = threading.Event()
             self._fetched[key] = self._dry_run(namespace, body)
             self._ready[key].set()
-        return self._value(key)  # type: ignore[no-any-return]
+        verdict = self._value(key)  # a dry-run's answer: its ApiError, or None when admitted
+        return verdict if isinstance(verdict, ApiError) else None
 
 
-def dry_run_key(namespace: str, body: dict[str, Any]) -> str:
+def dry_run_key(namespace: str, body: JsonObject) -> str:
     """One dry-run's key: the same request, byte for byte, is the same answer."""
     return "dry-run:" + json.dumps([namespace, body], sort_keys=True, separators=(",", ":"))

@@ -24,15 +24,23 @@ settled there, once for both). When it wakes it:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from gpushare.grading import background
+from gpushare.grading.checks import CheckMeta
+from gpushare.grading.errors import GradeError
 from gpushare.grading.grade import OptionError, add_options, open_session, options_from
-from gpushare.grading.session import GradeError, GradeSession
+from gpushare.grading.labstate import LabState
+from gpushare.grading.session import GradeSession
+from gpushare.reports import junit, terminal
+from gpushare.reports.clean import line
+from gpushare.reports.clean import text as shown
+from gpushare.reports.results import number_key
+from gpushare.submissions.snapshot import SnapshotError
+from gpushare.submissions.workdir import Workdir
 
 GRADE_KEY = pytest.StashKey[GradeSession]()
 EXIT_KEY = pytest.StashKey[contextlib.ExitStack]()
@@ -47,8 +55,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)  # before pytest's junitxml plugin reads --junitxml
 def pytest_configure(config: pytest.Config) -> None:
-    from gpushare.submissions.snapshot import SnapshotError
-
     if _targets_graders(config) and getattr(config.option, "xmlpath", None):
         # our JUnit writer, not pytest's: the same file as `gpushare grade --junitxml`
         config.stash[JUNIT_KEY] = config.option.xmlpath
@@ -77,9 +83,16 @@ def _targets_graders(config: pytest.Config) -> bool:
     return any("graders" in Path(arg.split("::")[0]).resolve().parts for arg in config.args)
 
 
-def check_meta(item: pytest.Item) -> dict[str, Any]:
-    """The ``@check`` data of a collected item, or {} for anything else."""
-    return getattr(getattr(item, "function", None), "gpushare_check", None) or {}
+def check_meta(item: pytest.Item) -> CheckMeta | None:
+    """The ``@check`` data of a collected item, or None for anything else."""
+    meta: CheckMeta | None = getattr(getattr(item, "function", None), "gpushare_check", None)
+    return meta
+
+
+def _number(item: pytest.Item) -> str:
+    """The check number of a collected item; anything else sorts after the checks."""
+    meta = check_meta(item)
+    return meta["number"] if meta else "999.999"
 
 
 def _session(config: pytest.Config) -> GradeSession:
@@ -87,7 +100,9 @@ def _session(config: pytest.Config) -> GradeSession:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> Iterator[Any]:
+def pytest_pycollect_makemodule(
+    module_path: Path, parent: pytest.Collector
+) -> Generator[None, object, object]:
     """A step module's ``BACKGROUND`` work, offered to its checks as fixtures of those names."""
     collector = yield
     if isinstance(collector, pytest.Module):
@@ -100,8 +115,8 @@ def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> 
     return collector
 
 
-def _background_fixture(name: str) -> Callable[..., Any]:
-    def provide(grade_session: GradeSession) -> Any:
+def _background_fixture(name: str) -> Callable[[GradeSession], object]:
+    def provide(grade_session: GradeSession) -> object:
         return grade_session.inputs()[name]
 
     provide.__doc__ = f"The step's background work {name!r}, started before any check."
@@ -115,15 +130,13 @@ def pytest_collection_modifyitems(
     checks = [i for i in items if check_meta(i)]
     if not checks:
         return
-    from gpushare.reports.results import number_key
-
     seen: dict[str, str] = {}
     for item in checks:
-        number = check_meta(item)["number"]
+        number = _number(item)
         if number in seen:
             raise pytest.UsageError(f"check {number} defined twice: {seen[number]}, {item.nodeid}")
         seen[number] = item.nodeid
-    items.sort(key=lambda i: number_key(check_meta(i).get("number", "999.999")))
+    items.sort(key=lambda i: number_key(_number(i)))
     if config.getoption("collectonly", False):
         return
     gs = _session(config)
@@ -148,7 +161,11 @@ def cluster_read(request: pytest.FixtureRequest, grade_session: GradeSession) ->
     """Connects once, when the first check that judges the cluster runs, and starts the read
     (with the reads and dry-runs the collected grader modules declare)."""
     modules = list(
-        {id(i.module): i.module for i in request.session.items if check_meta(i)}.values()
+        {
+            id(i.module): i.module
+            for i in request.session.items
+            if isinstance(i, pytest.Function) and check_meta(i)
+        }.values()
     )
     try:
         grade_session.connect(modules)
@@ -159,7 +176,7 @@ def cluster_read(request: pytest.FixtureRequest, grade_session: GradeSession) ->
 
 
 @pytest.fixture
-def lab(cluster_read: GradeSession) -> Any:
+def lab(cluster_read: GradeSession) -> LabState:
     """The cluster read (a :class:`~gpushare.grading.labstate.LabState`), shared by every check.
 
     Raises ClusterUnreadable in setup when the grader could not read the cluster, so each
@@ -169,13 +186,15 @@ def lab(cluster_read: GradeSession) -> Any:
 
 
 @pytest.fixture(scope="session")
-def work(grade_session: GradeSession) -> Any:
-    """The learner's work directory (a :class:`~gpushare.submissions.workdir.Workdir`)."""
-    return grade_session.inputs()["work"]
+def work(grade_session: GradeSession) -> Workdir:
+    """The learner's work directory."""
+    return grade_session.work
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report: pytest.TestReport = yield
     meta = check_meta(item)
     if not meta:
@@ -189,8 +208,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         else:
             exc = call.excinfo.value if call.excinfo else RuntimeError("unknown")
             text, error = gs.feedback(meta["number"], exc)
-            from gpushare.reports.clean import text as shown  # pytest's terminal and XML
-
+            # cleaned for pytest's terminal and XML
             report.longrepr = shown(f"{gs.headline(meta['number'])}\n{text}")
             gs.record(meta, item.nodeid, False, text, error)
     return report
@@ -208,8 +226,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = 2
     junit_path = config.stash.get(JUNIT_KEY, None)
     if junit_path:
-        from gpushare.reports import junit
-
         checks = [i for i in session.items if check_meta(i)]
         junit.write(
             report,
@@ -228,17 +244,15 @@ def _classname(nodeid: str) -> str:
     return nodeid.split("::")[0].removesuffix(".py").replace("/", ".")
 
 
-def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, config: pytest.Config
+) -> None:
     gs = _session(config)
     if not gs.active:
         return
-    from gpushare.reports import terminal
-
     report = gs.report()
     terminalreporter.write("\n")
     if not report.complete:
-        from gpushare.reports.clean import line
-
         terminalreporter.write_line(line(f"gpushare: could not grade: {report.could_not_grade}"))
         return
     terminalreporter.write(

@@ -2,9 +2,9 @@
 
 The graders in ``graders/`` are plain functions marked with ``@check``; pytest collects them
 for ``pytest graders/``, and this module calls the very same functions, with the same inputs
-from :class:`~gpushare.grading.session.GradeSession`, for ``gpushare grade``. Not importing pytest
-and skipping its collection machinery is most of what makes a full grade fit in about a
-second; a test of ours grades through both entry points and compares every result.
+from :class:`~gpushare.grading.session.GradeSession`, for ``gpushare grade``, without pytest's
+import and collection (see :mod:`gpushare.grading.grade`); a test of ours grades through both
+entry points and compares every result.
 """
 
 from __future__ import annotations
@@ -13,14 +13,16 @@ import importlib.util
 import sys
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from gpushare.data import CheckFunction
 from gpushare.grading.background import Starter, declares, wanted
+from gpushare.grading.checks import CheckMeta
 from gpushare.grading.errors import GradeError
+from gpushare.reports.results import number_key
 
 if TYPE_CHECKING:  # not imported: the step files with background work load before it
     from gpushare.grading.session import GradeSession
@@ -30,8 +32,8 @@ if TYPE_CHECKING:  # not imported: the step files with background work load befo
 class Check:
     """One ``@check`` function of the graders, named as pytest names it."""
 
-    meta: dict[str, Any]
-    function: Callable[..., Any]
+    meta: CheckMeta
+    function: CheckFunction
     nodeid: str
     classname: str
     module: ModuleType
@@ -52,8 +54,6 @@ def load_checks(
     ``with_background_only``: only the step files that declare background work (the others
     are not even imported), so a grade can start that work first.
     """
-    from gpushare.reports.results import number_key  # 20 ms: after the background work starts
-
     found: list[Check] = []
     folder = str(graders.resolve())
     if folder not in sys.path:

@@ -14,16 +14,23 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
+from gpushare.data import JsonObject
 from gpushare.grading import background
-from gpushare.grading.checks import CheckFailed, T
+from gpushare.grading.checks import CheckFailed, CheckMeta, T
 from gpushare.grading.errors import GradeError
-from gpushare.grading.labstate import ClusterUnreadable
+from gpushare.grading.labstate import ClusterUnreadable, LabState
+from gpushare.kube.config import resolve
+from gpushare.kube.connect import connect
 from gpushare.kube.errors import ApiError, KubeconfigError, Unreachable
-from gpushare.locations import default_fixtures
 from gpushare.reports import messages, results
+from gpushare.sandbox import runtime
 from gpushare.submissions.workdir import Workdir
+
+if TYPE_CHECKING:  # only a snapshot's grade has one, and that grade has imported the module
+    from gpushare.submissions.snapshot import Snapshot
 
 
 class GradeSession:
@@ -35,10 +42,10 @@ class GradeSession:
         cluster: str | None,
         context: str | None = None,
         lang: str,
-        seed: int | None,
-        fixtures: Path | None = None,
+        seed: int,
+        fixtures: Path,
         started: float | None = None,
-        snapshot: Any = None,
+        snapshot: Snapshot | None = None,
         unsafe_no_sandbox: bool = False,
     ) -> None:
         """``snapshot``: a loaded :class:`~gpushare.submissions.snapshot.Snapshot` to grade
@@ -48,19 +55,19 @@ class GradeSession:
         self.context = context
         self.cluster = cluster
         self.lang = lang
-        self.seed: int = seed if seed is not None else background.new_seed()
-        self.fixtures = fixtures or default_fixtures()
+        self.seed = seed
+        self.fixtures = fixtures
         self.started = started if started is not None else time.monotonic()
         self.results: dict[str, results.CheckResult] = {}
         self.server: str | None = None
-        self.identity: dict[str, Any] | None = None  # what was graded, once connected
+        self.identity: JsonObject | None = None  # what was graded, once connected
         self.snapshot = snapshot
         self.unsafe_no_sandbox = unsafe_no_sandbox
         self.could_not_grade: str | None = None  # why, when the cluster could not be read
         self.could_not_grade_detail: T | None = None  # the same, in the learner's language
         self.timed_out = False  # the deadline struck: finished checks keep their results
         self.sealed = False
-        self.state: Any = None
+        self.state: LabState | None = None
         self._read_closed = False
         self.background = background.Started()  # what the steps declared, once started
         self.active = False
@@ -95,21 +102,13 @@ class GradeSession:
         self.background.isolation = started.isolation or self.background.isolation
         started.works = {}  # ours to end now
 
-    def drop_background(self) -> None:
-        """End every background work still going."""
-        self.background.close()
-
-    def connect(self, grader_modules: Iterable[Any] = ()) -> None:
-        """Reach the cluster and start its read, with the dry-runs the graders declare.
+    def connect(self, grader_modules: Iterable[ModuleType] = ()) -> LabState:
+        """Reach the cluster and start its read, with the dry-runs the graders declare; the read.
 
         Which cluster: ``--kubeconfig``, else ``$KUBECONFIG``, else the lab, as it is (see
         :mod:`gpushare.kube.config`). Anything that keeps us from talking to it, a lab that
         is not up included, is a :class:`GradeError`: one line, exit status 2.
         """
-        from gpushare.grading.labstate import LabState
-        from gpushare.kube.config import resolve
-        from gpushare.kube.connect import connect
-
         self.active = True
         modules = list(grader_modules)
         reads: dict[str, str] = {}
@@ -129,7 +128,7 @@ class GradeSession:
             self.server = self.identity.get("server")
             self.identity.update(self._runtimes(manifest.get("runtime") or {}))
             self.state = LabState.recorded(self.snapshot.cluster, reads, hint_reads)
-            return
+            return self.state
         # The lab is graded as it is, like any other cluster: never started or repaired here
         # (a node the learner deleted stays deleted); `make grade` runs `gpushare up` first.
         target = resolve(self.kubeconfig, self.context, self.cluster)
@@ -164,14 +163,15 @@ class GradeSession:
             ) from None
         except Exception as exc:  # anything else on the way: one line, exit 2
             raise GradeError(f"gpushare: could not grade ({target.kubeconfig}): {exc}") from None
-        dry_runs: list[tuple[str, dict[str, Any]]] = []
+        dry_runs: list[tuple[str, JsonObject]] = []
         for module in modules:  # and the server-side dry-runs it declares
             declare = getattr(module, "dry_runs", None)
             if callable(declare):
                 dry_runs.extend(declare(self.work))
         self.state = LabState(client, dry_runs, reads, hint_reads).start()
+        return self.state
 
-    def graded(self) -> dict[str, Any] | None:
+    def graded(self) -> JsonObject | None:
         """What was graded, as every result records it (with the cluster's uid when live)."""
         if self.identity is None or self.snapshot is not None:
             return self.identity
@@ -185,9 +185,8 @@ class GradeSession:
     def _runtimes(self, learner: dict[str, str]) -> dict[str, str]:
         """The learner's python3 and PyYAML (as captured) against those the script gets here,
         so a grade says so where they differ (a script may behave differently on another)."""
-        from gpushare.sandbox import runtime
-
         if self.unsafe_no_sandbox:
+            # lazy: 5 ms that a live grade never needs (a snapshot's grade has it loaded)
             from gpushare.submissions.snapshot import learner_runtime
 
             here = learner_runtime()
@@ -208,18 +207,21 @@ class GradeSession:
             )
         return out
 
-    def lab(self) -> Any:
+    def lab(self) -> LabState:
         """The cluster read, once all of it is in; ClusterUnreadable if any part is not.
 
         Every check that judges the cluster waits for the whole read, so that under both entry
         points the same checks become errors when the grader could not read.
         """
-        problem = self.state.wait_all()
+        state = self.state
+        if state is None:
+            raise RuntimeError("the cluster was never read: connect() first")  # a bug of ours
+        problem = state.wait_all()
         if problem is not None:
             raise problem
-        return self.state
+        return state
 
-    def inputs(self) -> dict[str, Any]:
+    def inputs(self) -> dict[str, object]:
         """What a check may ask for, by parameter name (``lab`` is :meth:`lab`, on demand)."""
         return {"work": self.work, **self.background.works}
 
@@ -232,7 +234,7 @@ class GradeSession:
             shutdown = getattr(self.state.client, "shutdown", None)  # the official client's pool
             if shutdown is not None:
                 shutdown()
-        self.drop_background()
+        self.background.close()
 
     # -- outcomes -------------------------------------------------------------------
 
@@ -260,9 +262,7 @@ class GradeSession:
             return messages.render_failure(number, exc, self.lang), ""
         return messages.render_error(number, exc, self.lang), "grader"
 
-    def time_out(
-        self, metas: list[dict[str, Any]], nodeids: list[str], running: str | None
-    ) -> None:
+    def time_out(self, metas: list[CheckMeta], nodeids: list[str], running: str | None) -> None:
         """The deadline struck: every check without a result becomes an error saying what was
         still running; later results of the checks' thread are ignored."""
         seconds = round(time.monotonic() - self.started, 1)
@@ -290,9 +290,7 @@ class GradeSession:
     def headline(self, number: str) -> str:
         return f"{number} {messages.title(number, self.lang)}"
 
-    def record(
-        self, meta: dict[str, Any], nodeid: str, passed: bool, output: str, error: str
-    ) -> None:
+    def record(self, meta: CheckMeta, nodeid: str, passed: bool, output: str, error: str) -> None:
         if self.sealed:  # after a time-out: the results are final
             return
         number = meta["number"]
@@ -302,9 +300,7 @@ class GradeSession:
             return
         self._store(meta, nodeid, passed, output, error)
 
-    def _store(
-        self, meta: dict[str, Any], nodeid: str, passed: bool, output: str, error: str
-    ) -> None:
+    def _store(self, meta: CheckMeta, nodeid: str, passed: bool, output: str, error: str) -> None:
         number = meta["number"]
         self.results[number] = results.CheckResult(
             number=number,

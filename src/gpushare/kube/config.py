@@ -20,15 +20,15 @@ import ssl
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import yaml
 
+from gpushare.data import JsonObject
 from gpushare.kube.errors import KubeconfigError
 from gpushare.locations import cluster_name, kwok_workdir, lab_dir
 
 # A kubeconfig entry (a cluster, a user, a context): YAML whose keys kubectl defines.
-Entry = dict[str, Any]
+Entry = JsonObject
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
 
+from gpushare.data import Json, Untyped, override
 from gpushare.kube.config import (
     Identity,
     Target,
@@ -23,7 +23,7 @@ from gpushare.kube.config import (
     user_entry,
 )
 from gpushare.kube.errors import KubeconfigError, Unreachable
-from gpushare.kube.verbs import Json, Verbs, decode
+from gpushare.kube.verbs import Verbs, decode
 
 LIVE_MISSING = (
     "a kubeconfig you name is read by the official kubernetes package, which is not installed "
@@ -38,6 +38,7 @@ class _LoaderLog(logging.Handler):
         super().__init__(logging.WARNING)
         self.lines: list[str] = []
 
+    @override
     def emit(self, record: logging.LogRecord) -> None:
         self.lines.append(record.getMessage())
 
@@ -49,15 +50,15 @@ class OfficialClient(Verbs):
     :class:`ApiError`, no answer at all is :class:`Unreachable`.
     """
 
-    # api: kubernetes.client.ApiClient (the optional extra: not importable for a type here)
-    def __init__(self, api_client: Any, identity: Identity, timeout: float) -> None:
+    def __init__(self, api_client: Untyped, identity: Identity, timeout: float) -> None:
+        """``api_client``: a ``kubernetes.client.ApiClient``."""
         self.api = api_client
         self.identity = identity
         self.timeout = timeout
 
     @classmethod
     def load(cls, target: Target, timeout: float = 10.0) -> OfficialClient:
-        try:
+        try:  # lazy: 0.19 s of imports, for the kubeconfigs a user names only (module docstring)
             from kubernetes import client as k8s_client
             from kubernetes import config as k8s_config
             from kubernetes.config.config_exception import ConfigException
@@ -71,7 +72,7 @@ class OfficialClient(Verbs):
         root = logging.getLogger()
         root.addHandler(log)
         try:
-            contexts, _ = k8s_config.list_kube_config_contexts(target.kubeconfig)
+            contexts, _ = k8s_config.list_kube_config_contexts(target.kubeconfig)  # type: ignore[no-untyped-call]  # kubernetes has no types
             docs = documents(target)
             wanted = current_context(target, docs)
             chosen = next((c for c in contexts if c.get("name") == wanted), None)
@@ -95,7 +96,7 @@ class OfficialClient(Verbs):
                     "first and pass a kubeconfig with a token, or run from a terminal"
                 )
             configuration = k8s_client.Configuration()
-            k8s_config.load_kube_config(
+            k8s_config.load_kube_config(  # type: ignore[no-untyped-call]  # kubernetes has no types
                 config_file=target.kubeconfig,
                 context=chosen["name"],
                 client_configuration=configuration,
@@ -123,15 +124,18 @@ class OfficialClient(Verbs):
         return cls(k8s_client.ApiClient(configuration), identity, timeout)
 
     @property
+    @override
     def server(self) -> str:
         return self.identity.server
 
+    @override
     def close(self) -> None:
         """Connections are pooled by urllib3 and shared by threads: nothing per thread."""
 
     def shutdown(self) -> None:
         self.api.close()
 
+    @override
     def request(
         self,
         method: str,
@@ -141,7 +145,8 @@ class OfficialClient(Verbs):
         content_type: str = "application/json",
         params: dict[str, str] | None = None,
     ) -> Json:
-        import urllib3  # installed with kubernetes, which load() has imported
+        # lazy as in load(), which has imported them: no cost here
+        import urllib3
         from kubernetes.client.exceptions import ApiException
 
         headers = {"Accept": "application/json"}

@@ -22,9 +22,10 @@ import socket
 import ssl
 import threading
 
+from gpushare.data import Json, override
 from gpushare.kube.config import Credentials, load_kubeconfig
 from gpushare.kube.errors import KubeconfigError, Unreachable
-from gpushare.kube.verbs import Json, Verbs, decode
+from gpushare.kube.verbs import Verbs, decode
 
 
 class _Disconnected(Exception):
@@ -124,7 +125,7 @@ class _Connection:
         return data
 
     def _chunked(self) -> bytes:
-        parts = []
+        parts: list[bytes] = []
         while True:
             size_line = self.reader.readline(_MAX_LINE)
             size = int(size_line.split(b";", 1)[0].strip() or b"x", 16)
@@ -152,6 +153,7 @@ class Client(Verbs):
         return cls(load_kubeconfig(path, context), timeout=timeout)
 
     @property
+    @override
     def server(self) -> str:
         return self.creds.server
 
@@ -164,12 +166,14 @@ class Client(Verbs):
         conn.sock.settimeout(self.timeout)
         return conn
 
+    @override
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)
         if conn is not None:
             conn.close()
             self._local.conn = None
 
+    @override
     def request(
         self,
         method: str,

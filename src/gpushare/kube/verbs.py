@@ -8,12 +8,9 @@ a dry-run create or a 404 means is decided here, so the two cannot drift apart.
 from __future__ import annotations
 
 import json
-from typing import Any
 
+from gpushare.data import Json  # an apiserver's answer: objects, lists, Status
 from gpushare.kube.errors import ApiError
-
-# An apiserver's JSON answer: objects, lists, Status; its shape is the API's, not ours.
-Json = Any
 
 
 def decode(status: int, reason: str, raw: bytes | None) -> Json:
