@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from gpushare.classroom import cli as class_cli
-from gpushare.data import JsonObject, override
+from gpushare.data import JsonObject
 from gpushare.grading import grade, runner
 from gpushare.kube.errors import KubeconfigError, Unreachable
 from gpushare.locations import cluster_name, default_workdir, graders_dir
@@ -28,7 +28,6 @@ EXIT_OK, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
 
 
 class _Parser(argparse.ArgumentParser):
-    @override
     def error(self, message: str) -> NoReturn:  # argparse exits 2 too; keep its one-line style
         self.print_usage(sys.stderr)
         print(f"gpushare: error: {message}", file=sys.stderr)

@@ -6,7 +6,7 @@ the lab are these aliases, each with the reason it is one. Everything else is ty
 """
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 # What JSON or YAML parsing returns: objects of the cluster (read live or from a snapshot),
 # results.json, a learner's files. Their shape is the API's or a stranger's, not ours: each reader
@@ -25,13 +25,3 @@ Untyped = Any  # type: ignore[explicit-any]  # the kubernetes package has no stu
 # ``work``, a step's background work), each typed as its step knows it; no one signature covers
 # them all, and pytest calls the same functions the same way.
 CheckFunction = Callable[..., object]  # type: ignore[explicit-any]  # see the comment above
-
-# `@override` (Python 3.12's typing.override, PEP 698): mypy checks it (explicit-override);
-# Python 3.11 has no typing.override, and typing_extensions is not a dependency of ours.
-if TYPE_CHECKING:
-    from typing_extensions import override as override
-else:
-
-    def override(method):  # what typing.override does at run time: mark it, change nothing
-        method.__override__ = True
-        return method

@@ -10,7 +10,7 @@ than on a translation.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NoReturn, ParamSpec, TypedDict, TypeVar
 
 from gpushare.reports.messages import T as T  # re-exported: graders write T(...) too
@@ -19,7 +19,10 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-Value = str | int | T | None
+# What a failure says it expected, found and where: text, a number, a translatable value, or a
+# sequence of them (a tuple enumerates names, a list strings clauses: messages.render_value).
+# Sequence, not list: list is invariant, and a list[T] must be a Value too.
+Value = str | int | T | Sequence["Value"] | None
 
 
 class CheckFailed(AssertionError):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from gpushare.data import Json, Untyped, override
+from gpushare.data import Json, Untyped
 from gpushare.kube.config import (
     Identity,
     Target,
@@ -38,7 +38,6 @@ class _LoaderLog(logging.Handler):
         super().__init__(logging.WARNING)
         self.lines: list[str] = []
 
-    @override
     def emit(self, record: logging.LogRecord) -> None:
         self.lines.append(record.getMessage())
 
@@ -124,18 +123,15 @@ class OfficialClient(Verbs):
         return cls(k8s_client.ApiClient(configuration), identity, timeout)
 
     @property
-    @override
     def server(self) -> str:
         return self.identity.server
 
-    @override
     def close(self) -> None:
         """Connections are pooled by urllib3 and shared by threads: nothing per thread."""
 
     def shutdown(self) -> None:
         self.api.close()
 
-    @override
     def request(
         self,
         method: str,

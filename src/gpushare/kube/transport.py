@@ -22,7 +22,7 @@ import socket
 import ssl
 import threading
 
-from gpushare.data import Json, override
+from gpushare.data import Json
 from gpushare.kube.config import Credentials, load_kubeconfig
 from gpushare.kube.errors import KubeconfigError, Unreachable
 from gpushare.kube.verbs import Verbs, decode
@@ -153,7 +153,6 @@ class Client(Verbs):
         return cls(load_kubeconfig(path, context), timeout=timeout)
 
     @property
-    @override
     def server(self) -> str:
         return self.creds.server
 
@@ -166,14 +165,12 @@ class Client(Verbs):
         conn.sock.settimeout(self.timeout)
         return conn
 
-    @override
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)
         if conn is not None:
             conn.close()
             self._local.conn = None
 
-    @override
     def request(
         self,
         method: str,
