@@ -451,6 +451,28 @@ def test_the_master_is_forked_only_from_a_single_threaded_grader() -> None:
         other.join()
 
 
+@pytest.mark.parametrize("pidfd", ["pidfd", "refused"])
+def test_the_masters_exit_is_waited_for(
+    pidfd: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Closing waits on the master's pidfd; where pidfd_open is refused (a seccomp filter, an
+    old kernel) the exit is polled for: either way the master is reaped with its status, and a
+    master still running after the timeout is said to be (None)."""
+    if pidfd == "refused":
+
+        def refuse(pid: int, flags: int = 0) -> int:
+            raise OSError(errno.ENOSYS, "pidfd_open refused")
+
+        monkeypatch.setattr(os, "pidfd_open", refuse)
+    supervisor = Supervisor()
+    assert supervisor.run(["/bin/true"], cwd=tmp_path).returncode == 0
+    assert supervisor._proc.wait(timeout=0.05) is None  # serving: still running
+    supervisor.close()
+    assert supervisor._proc.returncode == 0
+    with pytest.raises(ChildProcessError):
+        os.waitpid(supervisor._proc.pid, os.WNOHANG)  # reaped, no zombie left
+
+
 def test_missing_cwd_raises_file_not_found(tmp_path: Path) -> None:
     with Supervisor() as supervisor:
         with pytest.raises(FileNotFoundError) as excinfo:

@@ -212,15 +212,29 @@ class _Master:
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int | None:
-        """The exit status, or None if the master is still running after ``timeout`` s."""
+        """The exit status, or None if the master is still running after ``timeout`` s.
+
+        A pidfd becomes readable the moment the process exits, so the grade's end is not a
+        polling interval late (Linux 5.3; where it is refused, a seccomp filter or an old
+        kernel, the exit is polled for)."""
+        if self.poll() is None:
+            try:
+                fd = os.pidfd_open(self.pid)
+            except OSError:
+                self._poll_until(timeout)
+            else:
+                try:
+                    select.select([fd], [], [], timeout)
+                finally:
+                    os.close(fd)
+        return self.poll()
+
+    def _poll_until(self, timeout: float | None) -> None:
         deadline = None if timeout is None else time.monotonic() + timeout
         delay = 0.0005
-        while self.poll() is None:
-            if deadline is not None and time.monotonic() >= deadline:
-                return None
+        while self.poll() is None and (deadline is None or time.monotonic() < deadline):
             time.sleep(delay)
             delay = min(delay * 2, 0.05)
-        return self.returncode
 
     def kill(self) -> None:
         if self.poll() is None:
