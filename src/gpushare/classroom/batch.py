@@ -38,7 +38,7 @@ from gpushare.reports import clean, messages
 from gpushare.reports.messages import T
 from gpushare.reports.policy import Policy, PolicyError
 from gpushare.reports.policy import load as load_policy
-from gpushare.sandbox import isolation, levels
+from gpushare.sandbox import levels
 
 DEFAULT_TIMEOUT = 60.0
 # What a class (or shard) folder was graded with, for ``class merge``: the ``--seed`` above all,
@@ -279,8 +279,8 @@ def _policy(path: Path | None) -> Policy | None:
 def _require_sandbox(unsafe: bool) -> None:
     """Refuse once, up front, rather than fail every submission the same way."""
     try:
-        isolation.require(unsafe_no_sandbox=unsafe)
-    except isolation.IsolationUnavailable as exc:
+        levels.choose(strangers=True, unsafe_no_sandbox=unsafe)
+    except levels.IsolationUnavailable as exc:
         raise InputError(str(exc)) from None
 
 

@@ -295,11 +295,3 @@ def _finish(trial: _Trial) -> str | None:
     if status == 0:
         return None
     return (message[-1] if message else "") or f"exit status {status}"
-
-
-def require(*, unsafe_no_sandbox: bool = False) -> object:
-    """The level for strangers' work (:func:`gpushare.sandbox.levels.choose`); raises
-    :class:`IsolationUnavailable` when not even ``uid`` is possible here."""
-    from gpushare.sandbox import levels  # a cycle: levels is built on this module
-
-    return levels.choose(strangers=True, unsafe_no_sandbox=unsafe_no_sandbox)
