@@ -396,10 +396,6 @@ def procedure(
     return steps
 
 
-def objects_of(steps: list[Step]) -> list[JsonObject]:
-    return [o for s in steps for o in s.objects]
-
-
 HEREDOC = "YAML"  # the delimiter of each step's objects in the printed script
 
 
