@@ -63,7 +63,7 @@ def check(number: str, points: int) -> Callable[[Callable[P, R]], Callable[P, R]
     meta = CheckMeta(number=number, points=points, step=int(number.split(".")[0]))
 
     def deco(fn: Callable[P, R]) -> Callable[P, R]:
-        fn.gpushare_check = meta  # type: ignore[attr-defined]  # a plain attribute, on purpose
+        fn.gpushare_check = meta  # type: ignore[attr-defined]  # an attribute, as said above
         return fn
 
     return deco

@@ -243,7 +243,7 @@ class _BoundedInfo(tarfile.TarInfo):
             raise TooLarge("a sparse tar member (gpushare never writes one)")
         else:
             archive.chain = 0
-        member: tarfile.TarInfo = super()._proc_member(archive)  # type: ignore[misc]  # private
+        member: tarfile.TarInfo = super()._proc_member(archive)  # type: ignore[misc]  # tarfile's private hook, absent from typeshed
         if len(member.name) > MAX_TAR_NAME or len(member.linkname) > MAX_TAR_NAME:
             raise TooLarge(f"a tar member's name or link is over {MAX_TAR_NAME} characters")
         return member
