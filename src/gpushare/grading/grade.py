@@ -24,17 +24,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol, TypedDict
 
-from gpushare.grading import background, runner
+from gpushare.grading import background, guard, runner
 from gpushare.grading.errors import GradeError
 from gpushare.grading.runner import Check
 from gpushare.locations import default_fixtures, default_workdir, graders_dir
-from gpushare.reports import messages, terminal
+from gpushare.reports import junit, messages, terminal
 from gpushare.reports.clean import line
+from gpushare.reports.policy import Policy, PolicyError
+from gpushare.reports.policy import apply as apply_policy
+from gpushare.reports.policy import load as load_policy
 from gpushare.reports.results import Report
 
-if TYPE_CHECKING:  # imported where they are used, below: each line there says why
+if TYPE_CHECKING:  # imported where it is used, below: the line there says why
     from gpushare.grading.session import GradeSession
-    from gpushare.reports.policy import Policy
 
 EXIT_OK, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
 
@@ -73,8 +75,6 @@ class Outcome:
         if json_path:
             self.report.write_json(Path(json_path))
         if junit_path:
-            from gpushare.reports import junit  # lazy: 1.6-4.3 ms, only with --junitxml
-
             junit.write(
                 self.report,
                 Path(junit_path),
@@ -200,9 +200,7 @@ def _outcome(
 ) -> Outcome:
     report = session.report()
     if policy is not None:  # before any output is made from the report
-        from gpushare.reports.policy import apply  # loaded by _policy (see there)
-
-        apply(report, policy)
+        apply_policy(report, policy)
     return Outcome(
         report=report,
         classnames={c.nodeid: c.classname for c in checks},
@@ -328,10 +326,8 @@ def _policy(path: str | None) -> Policy | None:
     """The ``--policy FILE`` of a command, loaded; OptionError (exit 2) when it cannot be."""
     if not path:
         return None
-    from gpushare.reports.policy import PolicyError, load  # lazy: 1.7-2.8 ms, only with --policy
-
     try:
-        return load(Path(path).expanduser())
+        return load_policy(Path(path).expanduser())
     except PolicyError as exc:
         raise OptionError(str(exc)) from None
 
@@ -341,8 +337,6 @@ def run_cli(args: argparse.Namespace) -> int:
     if not args.snapshot:
         return _run_cli(args, started)
     # a stranger's file: its grade is bounded in memory and time
-    from gpushare.grading import guard  # lazy: 1 ms (signal, resource) a live grade never needs
-
     if args.timeout is None:
         args.timeout = guard.SNAPSHOT_TIMEOUT
     with guard.bounded(args.timeout, f"the grade of {args.snapshot}"):
@@ -360,8 +354,6 @@ def _run_cli(args: argparse.Namespace, started: float) -> int:
             return _error(f"bad snapshot: {exc}")
         if isinstance(exc, OptionError | GradeError):
             return _error(str(exc))
-        from gpushare.grading import guard  # lazy, as in run_cli
-
         if guard.out_of_memory(exc):
             return _error(f"could not grade: {guard.memory_message()}")
         raise

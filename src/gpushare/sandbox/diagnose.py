@@ -40,6 +40,9 @@ class Cause:
     cause: str
     fix: str
 
+    def __str__(self) -> str:
+        return f"{self.cause}; fix: {self.fix}"
+
 
 @dataclass(frozen=True)
 class Facts:
@@ -158,4 +161,4 @@ def diagnose(stderr: str, seen: Facts | None = None) -> Cause | None:
 def explain(reason: str, seen: Facts | None = None) -> str:
     """``reason`` (bwrap's last line) followed by its cause and fix, when known."""
     found = diagnose(reason, seen)
-    return f"{reason} ({found.cause}; fix: {found.fix})" if found else reason
+    return f"{reason} ({found})" if found else reason
