@@ -474,7 +474,7 @@ def test_exec_failures_read_as_unsandboxed(sb: Sandbox, klass: tuple[Path, Path]
             for supervisor in (sandboxed, plain):
                 with pytest.raises(OSError) as excinfo:
                     supervisor.run([str(path)], cwd=workdir)
-                assert excinfo.value.errno == code, (path, supervisor.isolated)
+                assert excinfo.value.errno == code, (path, supervisor.level)
         with pytest.raises((SandboxError, OSError), match=r"could not|No such file"):
             sandboxed.run(["/bin/true"], cwd=workdir, readable=[workdir / "no-such-manifest"])
         assert sandboxed.run(["/bin/true"], cwd=workdir).returncode == 0

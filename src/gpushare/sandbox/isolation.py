@@ -180,10 +180,6 @@ class Isolation:
             args += ["--", PRLIMIT, f"--nproc={self.processes}"]
         return [*args, "--", *argv]
 
-    def versions(self) -> dict[str, str | None]:
-        """``{"python3": "3.11.7", "pyyaml": "6.0.4"}``: what a script finds in the sandbox."""
-        return {"python3": self.runtime.python_version, "pyyaml": self.runtime.pyyaml_version}
-
 
 @dataclass
 class Probe:

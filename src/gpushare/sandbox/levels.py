@@ -33,7 +33,6 @@ from gpushare.sandbox.isolation import INSTALL_HINT, Isolation, probe
 from gpushare.sandbox.isolation import IsolationUnavailable as IsolationUnavailable
 
 BUBBLEWRAP, UID, NONE = "bubblewrap", "uid", "none"
-LEVELS = (NONE, UID, BUBBLEWRAP)  # weakest first
 
 
 @dataclass

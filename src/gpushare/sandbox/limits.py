@@ -47,11 +47,6 @@ class Limits:
         self.address_space, self.data, self.processes = address_space, data, processes
         self.cpu_seconds, self.file_size = cpu_seconds, file_size
 
-    @property
-    def memory(self) -> int:
-        """The bound on the whole run's memory: private memory per process times processes."""
-        return (self.data or self.address_space) * self.processes
-
     def encode(self) -> bytes:
         """The wire form for the master: the fields of :attr:`_FIELDS`, comma-separated."""
         return b",".join(b"%d" % getattr(self, name) for name in self._FIELDS)

@@ -310,11 +310,6 @@ class Supervisor:
         """The isolation level of every run: ``bubblewrap``, ``uid`` or ``none``."""
         return self.sandbox.level
 
-    @property
-    def isolated(self) -> bool:
-        """Whether runs are in the bubblewrap sandbox."""
-        return self.isolation is not None
-
     def run(
         self,
         argv: list[str],
