@@ -30,7 +30,6 @@ from gpushare.sandbox.supervisor import (
     SandboxError,
     Supervisor,
     check_runnable,
-    run_untrusted,
 )
 
 MARKER = "GPUSHARE_SANDBOX_TEST"
@@ -155,7 +154,8 @@ def test_env_and_cwd_are_the_given_ones(token: str, tmp_path: Path) -> None:
     workdir.mkdir()
     script = _script(tmp_path / "s.sh", 'pwd\necho "${ONLY-unset} ${HOME-unset}"\n')
     env = {"PATH": os.environ["PATH"], "ONLY": "here", MARKER: token}
-    result = run_untrusted([str(script)], cwd=workdir, env=env)
+    with Supervisor() as supervisor:
+        result = supervisor.run([str(script)], cwd=workdir, env=env)
     assert result.stdout == f"{workdir}\nhere unset\n"
 
 
@@ -278,8 +278,8 @@ def test_grader_death_ends_the_run(tmp_path: Path, env: dict[str, str], token: s
     )
     driver_code = (
         "import sys\nfrom pathlib import Path\n"
-        "from gpushare.sandbox.supervisor import run_untrusted\n"
-        "run_untrusted(sys.argv[1:3], cwd=Path(sys.argv[3]), timeout=300)\n"
+        "from gpushare.sandbox.supervisor import Supervisor\n"
+        "Supervisor().run(sys.argv[1:3], cwd=Path(sys.argv[3]), timeout=300)\n"
     )
     driver = subprocess.Popen(
         [sys.executable, "-c", driver_code, str(script), str(pidfile), str(tmp_path)], env=env
@@ -307,7 +307,8 @@ def test_parallel_runs_from_threads(env: dict[str, str], tmp_path: Path, token: 
     pidfiles = [tmp_path / f"d{i}.pid" for i in range(4)]
 
     def one(pidfile: Path) -> RunResult:
-        return run_untrusted([str(script), str(pidfile)], cwd=tmp_path, env=env, timeout=30)
+        with Supervisor() as supervisor:  # one per thread
+            return supervisor.run([str(script), str(pidfile)], cwd=tmp_path, env=env, timeout=30)
 
     with ThreadPoolExecutor(max_workers=4) as pool:
         results = list(pool.map(one, pidfiles))
@@ -371,12 +372,13 @@ def test_script_without_shebang_raises_enoexec(sandbox: Runner, tmp_path: Path) 
 
 
 def test_bad_arguments_are_rejected(tmp_path: Path) -> None:
-    with pytest.raises(ValueError):
-        run_untrusted([], cwd=tmp_path)
-    with pytest.raises(ValueError):
-        run_untrusted(["/bin/true"], cwd=tmp_path, timeout=0)
-    with pytest.raises(ValueError):
-        run_untrusted(["/bin/echo", "a\0b"], cwd=tmp_path)
+    with Supervisor() as supervisor:
+        with pytest.raises(ValueError):
+            supervisor.run([], cwd=tmp_path)
+        with pytest.raises(ValueError):
+            supervisor.run(["/bin/true"], cwd=tmp_path, timeout=0)
+        with pytest.raises(ValueError):
+            supervisor.run(["/bin/echo", "a\0b"], cwd=tmp_path)
 
 
 # --- check_runnable ---------------------------------------------------------------------------

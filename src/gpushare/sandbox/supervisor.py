@@ -320,7 +320,14 @@ class Supervisor:
         env: dict[str, str] | None = None,
         readable: Sequence[Path] = (),
     ) -> RunResult:
-        """Run ``argv`` (no shell) in ``cwd`` in a reaper of its own; see :func:`run_untrusted`."""
+        """Run ``argv`` (no shell) in ``cwd`` in a reaper of its own, stdin on /dev/null.
+
+        The run is ended when it exceeds ``timeout`` seconds or writes more than ``output_cap``
+        bytes to either stream; in all cases every process it started is killed before this
+        returns. Raises OSError (e.g. FileNotFoundError, or ENOEXEC for a script without
+        ``#!``) when the script cannot be executed, and SandboxError when the supervisor itself
+        fails. ``env`` and ``readable``: see :meth:`submit`.
+        """
         return self.submit(
             argv, cwd=cwd, timeout=timeout, output_cap=output_cap, env=env, readable=readable
         ).result()
@@ -719,35 +726,6 @@ def _bwrap_failure(stderr: str) -> Exception:
         if code is not None:
             return OSError(code, why, name)
     return SandboxError(f"the sandbox could not start the script: {last}")
-
-
-def run_untrusted(
-    argv: list[str],
-    *,
-    cwd: Path,
-    timeout: float = 5.0,
-    output_cap: int = 64 * 1024,
-    env: dict[str, str] | None = None,
-    readable: Sequence[Path] = (),
-    sandbox: Sandbox | None = None,
-    limits: Limits = DEFAULT_LIMITS,
-) -> RunResult:
-    """Run ``argv`` (no shell) in ``cwd`` under a supervisor; see the module docstring for why.
-
-    stdin is /dev/null. ``env`` defaults to the grader's environment, as with ``subprocess``; pass
-    a trimmed one to keep secrets from the script. The run is ended when it exceeds ``timeout``
-    seconds or writes more than ``output_cap`` bytes to either stream; in all cases every process
-    it started is killed before this returns.
-
-    Raises OSError (e.g. FileNotFoundError, or ENOEXEC for a script without ``#!``) when the
-    script cannot be executed, and SandboxError when the supervisor itself fails. One call
-    starts and ends a supervisor of its own; for many runs, share a :class:`Supervisor`.
-    """
-    argv = _checked(argv, timeout, output_cap)
-    with Supervisor(sandbox=sandbox, limits=limits) as supervisor:
-        return supervisor.run(
-            argv, cwd=cwd, timeout=timeout, output_cap=output_cap, env=env, readable=readable
-        )
 
 
 def _checked(argv: list[str], timeout: float, output_cap: int) -> list[str]:
