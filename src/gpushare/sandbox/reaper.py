@@ -111,24 +111,21 @@ def kill_exact(pid: int, start: int) -> bool:
     except ProcessLookupError:
         return False
     except OSError:  # no pidfd support (kernel < 5.3): plain kill, tiny pid-reuse window
-        info = _read_stat(pid)
-        if info is None or info[3] != start:
-            return False
-        try:
-            os.kill(pid, _signal.SIGKILL)
-        except OSError:
-            return False
-        return True
+        pidfd = -1
     try:
         info = _read_stat(pid)
         if info is None or info[3] != start:
             return False
-        _signal.pidfd_send_signal(pidfd, _signal.SIGKILL)
+        if pidfd < 0:
+            os.kill(pid, _signal.SIGKILL)
+        else:
+            _signal.pidfd_send_signal(pidfd, _signal.SIGKILL)
         return True
     except OSError:  # gone meanwhile, or not ours to kill (EPERM)
         return False
     finally:
-        os.close(pidfd)
+        if pidfd >= 0:
+            os.close(pidfd)
 
 
 def _kill_tree(main_pid: int) -> tuple[int, dict[int, int]]:
@@ -176,9 +173,7 @@ def _kill_uid(uid: int, gid: int) -> tuple[int, dict[int, int]]:
     if killer == 0:  # pragma: no cover - the killer
         code = 1
         try:
-            os.setgroups([])
-            os.setresgid(gid, gid, gid)
-            os.setresuid(uid, uid, uid)
+            _drop_privileges(uid, gid)
             resource.setrlimit(resource.RLIMIT_NPROC, (2, 2))
             give_up = time.monotonic() + _CLEANUP_GIVE_UP_S
             while time.monotonic() < give_up:
