@@ -482,8 +482,7 @@ class _Stage:
                     top = os.path.join(
                         self.root, f"{'work' if path is cwd else 'in'}-{self._count}"
                     )
-                    copy = _copy_bounded(original, top, self.root)
-                    _share(top, self.slot.gid)
+                    copy = _copy_bounded(original, top, self.root, self.slot.gid)
                     if key:
                         self._copies[key] = copy
             pairs.append((copy, original))
@@ -522,22 +521,26 @@ _STAGE_FILES = 10_000
 _STAGE_BYTES = 64 * 1024 * 1024
 
 
-def _copy_bounded(source: str, top: str, stage: str) -> str:
+def _copy_bounded(source: str, top: str, stage: str, gid: int) -> str:
     """Copy ``source`` (a folder, or a file: into ``top``) for the run; its path in the copy.
     Regular files, folders and symlinks (as links) only, at most :data:`_STAGE_FILES` entries
-    and :data:`_STAGE_BYTES`; never the stage itself (a folder holding it)."""
+    and :data:`_STAGE_BYTES`; never the stage itself (a folder holding it). ``gid`` may read
+    the copy (and execute where anyone could), others nothing."""
     if not os.path.isdir(source):
         os.mkdir(top)
+        _give(top, gid, True)
         dest = os.path.join(top, os.path.basename(source))
         shutil.copyfile(source, dest)
-        shutil.copymode(source, dest)
+        _give(dest, gid, bool(os.stat(source).st_mode & 0o111))
         return dest
     if (stage + "/").startswith(source.rstrip("/") + "/"):
         raise OSError(errno.EINVAL, "the folder holds the sandbox's own staging folder", source)
     count = size = 0
     for directory, dirs, files in os.walk(source):
         rel = os.path.relpath(directory, source)
-        os.mkdir(os.path.normpath(os.path.join(top, rel)))
+        folder = os.path.normpath(os.path.join(top, rel))
+        os.mkdir(folder)
+        _give(folder, gid, True)
         for name in sorted(files) + [d for d in dirs if os.path.islink(os.path.join(directory, d))]:
             src, dest = (
                 os.path.join(directory, name),
@@ -552,25 +555,18 @@ def _copy_bounded(source: str, top: str, stage: str) -> str:
                 if size > _STAGE_BYTES:
                     raise OSError(errno.EFBIG, "more than 64 MiB to stage", source)
                 shutil.copyfile(src, dest)
-                os.chmod(dest, stat.S_IMODE(st.st_mode))
+                _give(dest, gid, bool(st.st_mode & 0o111))
             if count > _STAGE_FILES:
                 raise OSError(errno.EFBIG, "more than 10,000 files to stage", source)
         dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(directory, d))]
     return top
 
 
-def _share(top: str, gid: int) -> None:
-    """Give ``gid`` read access (and execute where anyone had it) to the tree at ``top``, and
-    nothing to others."""
-    for directory, _dirs, files in os.walk(top):
-        os.lchown(directory, -1, gid)
-        os.chmod(directory, 0o750)
-        for name in files:
-            path = os.path.join(directory, name)
-            if os.path.islink(path):
-                continue
-            os.chown(path, -1, gid)
-            os.chmod(path, 0o750 if os.stat(path).st_mode & 0o111 else 0o640)
+def _give(path: str, gid: int, executable: bool) -> None:
+    """A folder or file of the copy to ``gid``, nothing to others: 0750, or 0640 for a file
+    nobody could execute."""
+    os.chown(path, -1, gid)
+    os.chmod(path, 0o750 if executable else 0o640)
 
 
 class _Done:
