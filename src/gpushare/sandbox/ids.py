@@ -63,10 +63,6 @@ def can_switch() -> bool:
     return True
 
 
-def probe_uid() -> int:
-    return uid_range()[1]
-
-
 def _taken(uid: int) -> bool:
     try:
         pwd.getpwuid(uid)

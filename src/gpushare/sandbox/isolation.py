@@ -103,7 +103,6 @@ class Isolation:
         runtime: Runtime,
         *,
         uid: int = -1,
-        scratch_bytes: int = SCRATCH_BYTES,
         modern: bool = True,
         processes: int = 0,
     ) -> None:
@@ -114,7 +113,6 @@ class Isolation:
         self.bwrap = bwrap
         self.runtime = runtime
         self.uid = uid
-        self.scratch_bytes = scratch_bytes
         self.modern = modern
         self.processes = processes if uid < 0 and os.access(PRLIMIT, os.X_OK) else 0
         self._base = self._base_args()
@@ -145,7 +143,7 @@ class Isolation:
         args += ["--proc", "/proc", "--dev", "/dev"]
         if self.modern:  # POSIX shared memory, capped; read-only /dev below otherwise
             args += ["--size", str(SHM_BYTES), "--perms", "1777", "--tmpfs", "/dev/shm"]
-            args += ["--size", str(self.scratch_bytes), "--perms", "1777"]
+            args += ["--size", str(SCRATCH_BYTES), "--perms", "1777"]
         args += ["--tmpfs", SCRATCH]
         # after the scratch tmpfs: a runtime under /tmp (a grader whose HOME is /tmp, as in the
         # grading pod) would be hidden by it, and PATH would find the system's python3 instead
@@ -199,7 +197,7 @@ _trial: tuple[Isolation, _Trial] | None = None  # started by probe_soon(), not y
 
 
 def _new_isolation(bwrap: str, *, modern: bool = True) -> Isolation:
-    uid = ids.probe_uid() if ids.can_switch() else -1
+    uid = ids.uid_range()[1] if ids.can_switch() else -1  # the trial run's uid
     return Isolation(
         bwrap, runtime.find(), uid=uid, modern=modern, processes=limits.DEFAULT_LIMITS.processes
     )

@@ -154,22 +154,17 @@ _SYSTEM = {
 }
 
 
-def grader_paths() -> list[str]:
-    """The grader's own files no script may read: its home, its working folder (results are
-    written there unless told otherwise) and the graders (the package itself is public: a
-    learner has it in their pod)."""
-    return [os.path.expanduser("~"), os.getcwd(), str(locations.graders_dir())]
-
-
 _protected = False
 
 
 def protect_once() -> None:
-    """:func:`protect` the grader's paths, once per process (the ``uid`` level)."""
+    """:func:`protect` the grader's own files, once per process (the ``uid`` level): its home,
+    its working folder (results are written there unless told otherwise) and the graders (the
+    package itself is public: a learner has it in their pod)."""
     global _protected
     if not _protected:
         _protected = True
-        protect(grader_paths())
+        protect([os.path.expanduser("~"), os.getcwd(), str(locations.graders_dir())])
 
 
 def protect_at_uid(paths: Iterable[str | os.PathLike[str]]) -> None:
