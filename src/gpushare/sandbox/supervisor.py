@@ -627,42 +627,36 @@ def _exec_problem(path: str, cwd: Path) -> OSError | None:
     return None
 
 
+@dataclass
 class Pending:
     """A submitted run: its pipes, until :meth:`result` has read them (once); or, with
     ``error``, a run refused before it started, whose :meth:`result` raises why."""
 
-    def __init__(
-        self,
-        argv: list[str],
-        cwd: Path,
-        start: float,
-        deadline: float,
-        output_cap: int,
-        fds: list[int],
-        *,
-        isolation: str = "none",
-        done: _Done | None = None,
-        error: OSError | None = None,
-    ) -> None:
-        self._argv, self._cwd, self._start = argv, cwd, start
-        self._deadline, self._output_cap, self._fds = deadline, output_cap, fds
-        self._isolation, self._done, self._error = isolation, done, error
+    argv: list[str]
+    cwd: Path
+    start: float
+    deadline: float
+    output_cap: int
+    fds: list[int]
+    _: KW_ONLY
+    isolation: str = "none"
+    done: _Done | None = None
+    error: OSError | None = None
 
     def result(self) -> RunResult:
         """Wait for the run; raise OSError if it could not start, SandboxError on our failure."""
-        if self._error is not None:
-            raise self._error
-        argv, cwd = self._argv, self._cwd
-        out_r, err_r, st_r, ctl_w = self._fds
+        if self.error is not None:
+            raise self.error
+        out_r, err_r, st_r, ctl_w = self.fds
         try:
             out, err, status, truncated, hard_killed = _collect(
-                out_r, err_r, st_r, ctl_w, self._deadline, self._output_cap
+                out_r, err_r, st_r, ctl_w, self.deadline, self.output_cap
             )
         finally:
-            for fd in self._fds:
+            for fd in self.fds:
                 os.close(fd)
-        duration = time.monotonic() - self._start
-        done, self._done = self._done, None
+        duration = time.monotonic() - self.start
+        done, self.done = self.done, None
         if done is not None and b"\ndone " not in b"\n" + status:
             done = None  # the reaper did not end it: its uid is not given to another run
         if done is not None:
@@ -684,13 +678,13 @@ class Pending:
                     truncated=truncated,
                     duration=duration,
                     leftover_killed=int(leftovers),
-                    isolation=self._isolation,
+                    isolation=self.isolation,
                 )
             elif word == "unstarted":
                 raise _bwrap_failure(err.decode("utf-8", "replace"))
             elif word in ("exec", "cwd"):
                 code = int(rest) if rest.isdigit() else 0
-                where = str(cwd) if word == "cwd" else argv[0]
+                where = str(self.cwd) if word == "cwd" else self.argv[0]
                 if code:
                     raise OSError(code, os.strerror(code), where)
                 raise OSError(errno.ENOEXEC, "cannot start", where)
