@@ -146,7 +146,7 @@ def test_cannot_read_another_submission(run: Runner, klass: tuple[Path, Path]) -
     )
     assert "BOB-SECRET" not in result.stdout + result.stderr
     assert result.stdout.endswith("end\n")
-    if run.supervisor.level == levels.BUBBLEWRAP:
+    if run.supervisor.sandbox.level == levels.BUBBLEWRAP:
         assert result.stdout.endswith("alice\nend\n")  # its parent holds only alice's mount
         assert "No such file or directory" in result.stderr
     else:
@@ -474,7 +474,7 @@ def test_exec_failures_read_as_unsandboxed(sb: Sandbox, klass: tuple[Path, Path]
             for supervisor in (sandboxed, plain):
                 with pytest.raises(OSError) as excinfo:
                     supervisor.run([str(path)], cwd=workdir)
-                assert excinfo.value.errno == code, (path, supervisor.level)
+                assert excinfo.value.errno == code, (path, supervisor.sandbox.level)
         with pytest.raises((SandboxError, OSError), match=r"could not|No such file"):
             sandboxed.run(["/bin/true"], cwd=workdir, readable=[workdir / "no-such-manifest"])
         assert sandboxed.run(["/bin/true"], cwd=workdir).returncode == 0
@@ -530,7 +530,7 @@ def test_policy_with_bubblewrap(fresh_probe: pytest.MonkeyPatch) -> None:
     assert levels.choose(strangers=True, unsafe_no_sandbox=True).level == levels.NONE
     assert chosen.own_uid == ids.can_switch()  # root never maps the sandbox to uid 0
     with Supervisor(sandbox=chosen) as sandboxed, Supervisor() as plain:
-        assert (sandboxed.level, plain.level) == ("bubblewrap", "none")
+        assert (sandboxed.sandbox.level, plain.sandbox.level) == ("bubblewrap", "none")
 
 
 @pytest.mark.parametrize("bwrap", [None, "/bin/false"])

@@ -1,11 +1,10 @@
-"""The supervisor process of :mod:`gpushare.sandbox.supervisor`: the master and its per-run reapers.
+"""The master and its per-run reapers; the design is in :mod:`gpushare.sandbox.supervisor`.
 
-:class:`gpushare.sandbox.supervisor.Supervisor` forks the master from a single-threaded grader,
-or else starts it as a fresh ``python -I -S``. For that second way this module imports nothing but
-small stdlib modules (``dataclasses``, ``pathlib`` and ``subprocess`` alone would cost tens of
-milliseconds on a slow machine), and it is imported as a module, not run as a script, so its
-bytecode is cached like any module's (a script is compiled from source at every start). See
-:mod:`gpushare.sandbox.supervisor` for the design.
+A master started as a fresh ``python -I -S`` (a grader with threads) imports this module, so it
+imports nothing but small stdlib modules (``dataclasses``, ``pathlib`` and ``subprocess`` alone
+would cost tens of milliseconds on a slow machine), and it is imported as a module, not run as a
+script, so its bytecode is cached like any module's (a script is compiled from source at every
+start).
 """
 
 from __future__ import annotations
@@ -242,8 +241,7 @@ def _spawn(request: _Request, reaper_pid: int, extra_fd: tuple[int, int] | None)
     Before exec the child sets its rlimits, joins a new session keyring and becomes the run's
     own uid (when given one): everything the script starts is capped, and none of it is the
     grader. ``extra_fd`` is ``(fd, number)``: ``fd`` is handed to the script as descriptor
-    ``number`` (bubblewrap's status pipe). A hand-written fork/exec rather than ``subprocess``:
-    that module alone costs more to import than the rest of the supervisor.
+    ``number`` (bubblewrap's status pipe). A hand-written fork/exec: see the module docstring.
     """
     argv, env = request.argv, request.env
     err_r, err_w = os.pipe()  # close-on-exec: EOF without data means exec succeeded

@@ -19,8 +19,7 @@ socket, the run's pipes included. For each run the master forks a *reaper*, whic
   so no run outlives the grader;
 * starts the script in a new session with stdin on ``/dev/null`` and stdout/stderr on pipes read
   by the grader, enforces the time limit, and in the end ends everything it started the way
-  its isolation level does (:mod:`gpushare.sandbox.levels`): bubblewrap's pid namespace, every
-  process of the run's own uid, or (level ``none``) every descendant, found in /proc.
+  its isolation level does (:mod:`gpushare.sandbox.levels`).
 
 One reaper per run keeps runs apart: each cleans up its own run only, and a script that kills
 its reaper loses its own run only. Forking the master costs about a millisecond where starting
@@ -32,11 +31,8 @@ Every run is also capped in memory, processes, CPU time and file size
 (:mod:`gpushare.sandbox.limits`, :data:`DEFAULT_LIMITS`).
 
 At level ``none`` this is hygiene, not a security boundary: the script runs as the grader's
-user, with its filesystem and network. A supervisor given a
-:class:`gpushare.sandbox.levels.Sandbox` runs each script as a uid of its own (root) and in a
-new session keyring, in bubblewrap's namespaces where they can be made; what it may read of
-the grader's (its work dir, the manifest) is staged where only its grade's gid can read it.
-Linux only.
+user, with its filesystem and network. The levels that are a boundary, and their cleanups:
+:mod:`gpushare.sandbox.levels`. Linux only.
 """
 
 from __future__ import annotations
@@ -257,10 +253,9 @@ class Supervisor:
         sandbox: Sandbox | None = None,
         limits: Limits = DEFAULT_LIMITS,
     ) -> None:
-        """``start``: how to start the master, ``fork``, ``spawn`` or ``auto`` (fork when this
-        process has no other thread); tests use the first two. ``sandbox``: the level of every
-        run (:func:`gpushare.sandbox.levels.choose`; None: ``none``, the grader's uid).
-        ``limits``: the caps of every run."""
+        """``start``: ``fork``, ``spawn`` or ``auto`` (see :class:`_Master`); tests use the
+        first two. ``sandbox``: the level of every run (:func:`gpushare.sandbox.levels.choose`;
+        None: ``none``, the grader's uid). ``limits``: the caps of every run."""
         self.sandbox = sandbox or NO_SANDBOX
         self.isolation = self.sandbox.isolation
         self.limits = limits
@@ -304,11 +299,6 @@ class Supervisor:
             self._proc.wait()
         if self._stage is not None:
             self._stage.close()
-
-    @property
-    def level(self) -> str:
-        """The isolation level of every run: ``bubblewrap``, ``uid`` or ``none``."""
-        return self.sandbox.level
 
     def run(
         self,
