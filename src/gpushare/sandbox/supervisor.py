@@ -263,11 +263,7 @@ class Supervisor:
             raise ValueError(f"start must be auto, fork or spawn, not {start!r}")
         if start != "fork" and not sys.executable:
             raise SandboxError("no Python interpreter path (sys.executable) to run the supervisor")
-        self._slot: Slot | None = None
-        self._stage: _Stage | None = None
-        if self.sandbox.own_uid:
-            self._stage = _Stage.make(self.sandbox)
-            self._slot = self._stage.slot
+        self._stage = _Stage.make(self.sandbox) if self.sandbox.own_uid else None
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self._proc = _Master(theirs.fileno(), start)
@@ -353,17 +349,17 @@ class Supervisor:
             if problem is not None:
                 return Pending(argv, cwd, 0.0, 0.0, 0, [], error=problem)
         if self._stage is not None:
-            assert self._slot is not None
+            slot = self._stage.slot
             try:
-                uid = self._slot.take()
+                uid = slot.take()
             except OSError as exc:
                 raise SandboxError(f"no uid for this run: {exc}") from None
-            gid = self._slot.gid
+            gid = slot.gid
             try:
                 pairs = self._stage.place(cwd, readable)
                 home = self._stage.home(uid) if level == "uid" else ""
             except OSError as exc:
-                self._slot.give(uid)
+                slot.give(uid)
                 raise SandboxError(f"could not stage the run's files: {exc}") from None
         else:
             pairs = [(os.path.abspath(p), os.path.abspath(p)) for p in [cwd, *readable]]
@@ -405,8 +401,8 @@ class Supervisor:
         except BaseException as exc:
             for fd in ours:
                 os.close(fd)
-            if uid >= 0 and self._slot is not None:
-                self._slot.give(uid)
+            if self._stage is not None:
+                self._stage.slot.give(uid)
             if isinstance(exc, OSError):
                 raise SandboxError(
                     f"the sandbox supervisor is gone (exit status {self._proc.poll()}): {exc}"
@@ -415,7 +411,7 @@ class Supervisor:
         finally:
             for fd in (out_w, err_w, st_w, ctl_r):
                 os.close(fd)
-        done = _Done(self._slot, uid, home, shown) if uid >= 0 else None
+        done = _Done(self._stage.slot, uid, home, shown) if self._stage is not None else None
         return Pending(
             argv, cwd, start, start + timeout, output_cap, ours, isolation=level, done=done
         )
@@ -563,9 +559,7 @@ class _Done:
     """What a run with a uid of its own gives back once it is over: the uid, its home, the
     files it left in the world-writable folders, and its staged paths in its output."""
 
-    def __init__(
-        self, slot: Slot | None, uid: int, home: str, shown: list[tuple[str, str]]
-    ) -> None:
+    def __init__(self, slot: Slot, uid: int, home: str, shown: list[tuple[str, str]]) -> None:
         self.slot, self.uid, self.home, self.shown = slot, uid, home, shown
 
     def release(self) -> None:
@@ -584,8 +578,7 @@ class _Done:
                                 shutil.rmtree(path, ignore_errors=True)
                             else:
                                 os.unlink(path)
-        if self.slot is not None:
-            self.slot.give(self.uid)
+        self.slot.give(self.uid)
 
     def as_shown(self, text: str) -> str:
         for copy, original in self.shown:
