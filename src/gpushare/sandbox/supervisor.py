@@ -263,7 +263,7 @@ class Supervisor:
             raise ValueError(f"start must be auto, fork or spawn, not {start!r}")
         if start != "fork" and not sys.executable:
             raise SandboxError("no Python interpreter path (sys.executable) to run the supervisor")
-        self._stage = _Stage.make(self.sandbox) if self.sandbox.own_uid else None
+        self._stage = _Stage(self.sandbox) if self.sandbox.own_uid else None
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self._proc = _Master(theirs.fileno(), start)
@@ -432,28 +432,23 @@ class _Stage:
     0640/0750 so that the gid reads (and executes) what the grader could. At ``uid`` each run
     also gets a home of its own (0700, its uid), removed with the run."""
 
-    def __init__(self, slot: Slot, root: str, level: str) -> None:
-        self.slot, self.root, self.level = slot, root, level
-        self._copies: dict[tuple[str, tuple[tuple[str, int, int, int], ...]], str] = {}
-        self._count = 0
-        self._mutex = threading.Lock()
-
-    @classmethod
-    def make(cls, sandbox: Sandbox) -> _Stage:
+    def __init__(self, sandbox: Sandbox) -> None:
         if sandbox.level == "uid":
             levels.protect_once()
         try:
-            slot = ids.allocate()
+            self.slot = ids.allocate()
         except OSError as exc:
             raise SandboxError(f"no uid for the runs: {exc}") from None
         try:
-            root = tempfile.mkdtemp(prefix="gpushare-stage-", dir="/tmp")
-            os.chown(root, -1, slot.gid)
-            os.chmod(root, 0o750)
+            self.root = tempfile.mkdtemp(prefix="gpushare-stage-", dir="/tmp")
+            os.chown(self.root, -1, self.slot.gid)
+            os.chmod(self.root, 0o750)
         except OSError:
-            slot.close()
+            self.slot.close()
             raise
-        return cls(slot, root, sandbox.level)
+        self._copies: dict[tuple[str, tuple[tuple[str, int, int, int], ...]], str] = {}
+        self._count = 0
+        self._mutex = threading.Lock()
 
     def place(self, cwd: Path, readable: Sequence[Path]) -> list[tuple[str, str]]:
         """(staged copy, grader's path) of ``cwd`` (copied once a grade) and of ``readable``."""
