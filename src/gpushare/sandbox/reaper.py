@@ -296,11 +296,6 @@ def _spawn(request: _Request, reaper_pid: int, extra_fd: tuple[int, int] | None)
     return pid
 
 
-def _has_exited(pid: int) -> bool:
-    """True once ``pid`` (our child) has exited, without reaping it (WNOWAIT)."""
-    return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
-
-
 def _wait_for_script(pid: int, deadline: float, ctl_fd: int, wake_fd: int) -> str:
     """Block until the script exits, the deadline passes or the grader intervenes.
 
@@ -312,7 +307,8 @@ def _wait_for_script(pid: int, deadline: float, ctl_fd: int, wake_fd: int) -> st
     poller.register(ctl_fd, select.POLLIN)
     poller.register(wake_fd, select.POLLIN)
     while True:
-        if _has_exited(pid):
+        # exited, not reaped yet (WNOWAIT): the cleanup still knows its pid
+        if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
             return "exit"
         remaining = deadline - time.monotonic()
         if remaining <= 0:

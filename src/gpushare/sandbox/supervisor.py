@@ -217,20 +217,17 @@ class _Master:
             try:
                 fd = os.pidfd_open(self.pid)
             except OSError:
-                self._poll_until(timeout)
+                deadline = None if timeout is None else time.monotonic() + timeout
+                delay = 0.0005
+                while self.poll() is None and (deadline is None or time.monotonic() < deadline):
+                    time.sleep(delay)
+                    delay = min(delay * 2, 0.05)
             else:
                 try:
                     select.select([fd], [], [], timeout)
                 finally:
                     os.close(fd)
         return self.poll()
-
-    def _poll_until(self, timeout: float | None) -> None:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        delay = 0.0005
-        while self.poll() is None and (deadline is None or time.monotonic() < deadline):
-            time.sleep(delay)
-            delay = min(delay * 2, 0.05)
 
     def kill(self) -> None:
         if self.poll() is None:
