@@ -254,7 +254,6 @@ class Supervisor:
         first two. ``sandbox``: the level of every run (:func:`gpushare.sandbox.levels.choose`;
         None: ``none``, the grader's uid). ``limits``: the caps of every run."""
         self.sandbox = sandbox or NO_SANDBOX
-        self.isolation = self.sandbox.isolation
         self.limits = limits
         if start not in ("auto", "fork", "spawn"):
             raise ValueError(f"start must be auto, fork or spawn, not {start!r}")
@@ -362,9 +361,9 @@ class Supervisor:
             pairs = [(os.path.abspath(p), os.path.abspath(p)) for p in [cwd, *readable]]
         run_cwd: Path | str = cwd
         if level == "bubblewrap":
-            assert self.isolation is not None
-            env = environment(self.isolation.runtime, env, SCRATCH)
-            argv = self.isolation.command(
+            assert self.sandbox.isolation is not None
+            env = environment(self.sandbox.isolation.runtime, env, SCRATCH)
+            argv = self.sandbox.isolation.command(
                 argv, cwd=os.fspath(cwd), binds=pairs, status_fd=_BWRAP_STATUS_FD
             )
             status_fd = _BWRAP_STATUS_FD
