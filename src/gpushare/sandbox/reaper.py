@@ -282,13 +282,8 @@ def _spawn(request: _Request, reaper_pid: int, extra_fd: tuple[int, int] | None)
             os.write(err_w, b"0")
         os._exit(_EXEC_FAILED)
     os.close(err_w)
-    try:
-        chunks = []
-        while chunk := os.read(err_r, 64):
-            chunks.append(chunk)
-    finally:
-        os.close(err_r)
-    data = b"".join(chunks)
+    with open(err_r, "rb") as fh:
+        data = fh.read()
     if data:
         os.waitpid(pid, 0)
         err = int(data) if data.isdigit() else 0
@@ -424,8 +419,7 @@ def _run(request: _Request, start: float, wake_r: int) -> int:
         else:
             leftovers, statuses = _kill_tree(pid)
         # bubblewrap writes the exit code only of a command it did start.
-        status_json = _read_all(json_r) if json_r >= 0 else b""
-        started = json_r < 0 or b'"exit-code"' in status_json
+        started = json_r < 0 or b'"exit-code"' in _read_all(json_r)
     finally:
         if json_r >= 0:
             os.close(json_r)
@@ -435,13 +429,9 @@ def _run(request: _Request, start: float, wake_r: int) -> int:
         # e.g. by the OOM killer, it is a run like any other).
         _report(status_fd, f"unstarted {os.waitstatus_to_exitcode(status)}")
         return 0
-    if outcome in ("timeout", "abort") or status is None:
-        rc = "none"
-        timed_out = int(outcome in ("timeout", "abort"))
-    else:
-        rc = str(os.waitstatus_to_exitcode(status))
-        timed_out = 0
-    _report(status_fd, f"done {rc} {timed_out} {max(0, leftovers)}")
+    timed_out = outcome in ("timeout", "abort")
+    rc = "none" if timed_out or status is None else str(os.waitstatus_to_exitcode(status))
+    _report(status_fd, f"done {rc} {int(timed_out)} {max(0, leftovers)}")
     return 0
 
 
