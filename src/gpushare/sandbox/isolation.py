@@ -26,6 +26,7 @@ kernel kills everything else in it: that is this level's cleanup.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -82,12 +83,9 @@ def find_bwrap() -> str | None:
     own = os.environ.get(BWRAP_ENV)
     if own:
         return own if os.access(own, os.X_OK) else None
-    dirs = [*os.environ.get("PATH", "").split(os.pathsep), "/usr/bin", "/bin"]
-    for directory in dirs:
-        path = os.path.join(directory or ".", "bwrap")
-        if os.path.isfile(path) and os.access(path, os.X_OK):
-            return os.path.abspath(path)
-    return None
+    path = os.pathsep.join([os.environ.get("PATH", ""), "/usr/bin", "/bin"])
+    found = shutil.which("bwrap", path=path)
+    return os.path.abspath(found) if found else None
 
 
 class Isolation:
