@@ -2,10 +2,9 @@
 
 Each run is started by ``bwrap`` (Debian's ``bubblewrap``, the sandbox Flatpak uses) in new
 user, pid, network, IPC, UTS and cgroup namespaces, with no capabilities, unable to create
-further user namespaces, in a session of its own, ending with its reaper. When the grader is
-root, bwrap itself runs as the run's own unprivileged uid and gid (the reaper drops to them
-first, see :mod:`gpushare.sandbox.levels`), so the sandbox's uid maps to that host uid, never to
-root. Its filesystem is a read-only tmpfs holding only:
+further user namespaces, in a session of its own, ending with its reaper; as the run's own
+uid when the grader is root (:mod:`gpushare.sandbox.ids`: the sandbox's uid maps to it on the
+host, never to root). Its filesystem is a read-only tmpfs holding only:
 
 * ``/usr`` (and the ``/bin``, ``/lib``... links or directories beside it) and a few files of
   ``/etc`` that programs need: bash, coreutils, awk, sed, grep... as on the host;
@@ -91,8 +90,7 @@ def find_bwrap() -> str | None:
 class Isolation:
     """A bubblewrap sandbox that works here: builds each run's ``bwrap`` command line.
 
-    Get one from :func:`probe`, which checked that ``bwrap`` can create its namespaces on this
-    machine (as the run's uid when ``uid`` is given: root drops to it before bwrap starts).
+    Get one from :func:`probe`, which checked that ``bwrap`` can create its namespaces here.
     """
 
     def __init__(
@@ -107,7 +105,7 @@ class Isolation:
         """``uid``: the run's own uid bwrap runs as (-1: the grader's, non-root). ``modern``:
         bwrap >= 0.8, which can forbid nested user namespaces and cap a tmpfs's size.
         ``processes``: the cap set inside the user namespace (by ``prlimit``) when the uid is
-        the grader's (RLIMIT_NPROC counts per uid: outside, it would count the grader's)."""
+        the grader's (why: :mod:`gpushare.sandbox.limits`)."""
         self.bwrap = bwrap
         self.runtime = runtime
         self.uid = uid
