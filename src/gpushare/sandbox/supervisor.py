@@ -486,11 +486,10 @@ def _signature(folder: str) -> tuple[tuple[str, int, int, int], ...]:
         if count > _STAGE_FILES:
             break
         for name in files + dirs:
+            path = os.path.join(directory, name)
             with contextlib.suppress(OSError):
-                st = os.lstat(os.path.join(directory, name))
-                found.append(
-                    (os.path.join(directory, name), st.st_size, st.st_mode, st.st_mtime_ns)
-                )
+                st = os.lstat(path)
+                found.append((path, st.st_size, st.st_mode, st.st_mtime_ns))
     return tuple(found)
 
 
@@ -557,18 +556,14 @@ class _Done:
         if self.home:
             shutil.rmtree(self.home, ignore_errors=True)
             for directory in _SHARED_DIRS:
-                try:
-                    names = os.listdir(directory)
-                except OSError:
-                    continue
-                for name in names:
-                    path = os.path.join(directory, name)
-                    with contextlib.suppress(OSError):
-                        if os.lstat(path).st_uid == self.uid:
-                            if os.path.isdir(path) and not os.path.islink(path):
-                                shutil.rmtree(path, ignore_errors=True)
-                            else:
-                                os.unlink(path)
+                with contextlib.suppress(OSError), os.scandir(directory) as entries:
+                    for entry in entries:
+                        with contextlib.suppress(OSError):
+                            if entry.stat(follow_symlinks=False).st_uid == self.uid:
+                                if entry.is_dir(follow_symlinks=False):
+                                    shutil.rmtree(entry.path, ignore_errors=True)
+                                else:
+                                    os.unlink(entry.path)
         self.slot.give(self.uid)
 
     def as_shown(self, text: str) -> str:
