@@ -418,8 +418,12 @@ def _run(request: _Request, start: float, wake_r: int) -> int:
             leftovers, statuses = 0, {pid: os.waitpid(pid, 0)[1]}
         else:
             leftovers, statuses = _kill_tree(pid)
-        # bubblewrap writes the exit code only of a command it did start.
-        started = json_r < 0 or b'"exit-code"' in _read_all(json_r)
+        # bubblewrap writes the exit code only of a command it did start; one read takes all
+        # its status (a pipe holds 64 KiB, and a read returns all that is in it).
+        try:
+            started = json_r < 0 or b'"exit-code"' in os.read(json_r, 65536)
+        except BlockingIOError:  # nothing written
+            started = False
     finally:
         if json_r >= 0:
             os.close(json_r)
@@ -443,19 +447,6 @@ def _detach(status_fd: int) -> None:
     os.dup2(devnull, 1)
     os.dup2(devnull, 2)
     os.close(devnull)
-
-
-def _read_all(fd: int) -> bytes:
-    """What a non-blocking pipe holds now (bounded: a status is small)."""
-    chunks = []
-    size = 0
-    try:
-        while size < 65536 and (chunk := os.read(fd, 4096)):
-            chunks.append(chunk)
-            size += len(chunk)
-    except BlockingIOError:
-        pass
-    return b"".join(chunks)
 
 
 class _Request:
