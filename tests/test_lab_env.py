@@ -47,7 +47,9 @@ def _wait(predicate, timeout: float = 30.0, what: str = "condition"):
 
 def _namespace(client: Client, name: str) -> None:
     client.create("/api/v1/namespaces", {"metadata": {"name": name}})
-    cluster.wait_default_serviceaccount(client, name)
+    # pods in a new namespace are refused until its default ServiceAccount exists
+    sa = f"/api/v1/namespaces/{name}/serviceaccounts/default"
+    _wait(lambda: client.get_or_none(sa) is not None, what=f"{name}'s default ServiceAccount")
 
 
 def _set_gpus(client: Client, node: str, count: str) -> None:

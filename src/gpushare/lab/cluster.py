@@ -32,13 +32,7 @@ from gpushare.locations import cluster_name, kwok_workdir, lab_dir
 
 SYSTEM_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
 # names of kwokctl's pid files under <cluster>/pids/
-COMPONENT_BINARIES = (
-    "etcd",
-    "kube-apiserver",
-    "kube-controller-manager",
-    "kube-scheduler",
-    "kwok-controller",
-)
+COMPONENT_BINARIES = startup.COMPONENTS
 # Our kwokctl configuration: every component listens on loopback only (kwokctl's default is
 # 0.0.0.0), and a user's own ~/.kwok/kwok.yaml is never merged into the lab. A create adds the
 # lab's six ports (see :mod:`gpushare.lab.ports`).
@@ -59,8 +53,7 @@ class ClusterError(RuntimeError):
     """The lab cluster cannot be brought to the asked state; the message says what to do."""
 
 
-def _log(msg: str) -> None:
-    binaries._log(msg)
+_log = binaries._log
 
 
 @dataclass(frozen=True)
@@ -217,15 +210,6 @@ def ensure_nodes(
             return
         if time.monotonic() > deadline:
             raise ClusterError(f"nodes not Ready after {timeout:.0f}s: {', '.join(not_ready)}")
-        time.sleep(0.1)
-
-
-def wait_default_serviceaccount(client: Client, namespace: str, timeout: float = 30.0) -> None:
-    """Pods in a new namespace are refused until its ``default`` ServiceAccount exists."""
-    deadline = time.monotonic() + timeout
-    while client.get_or_none(f"/api/v1/namespaces/{namespace}/serviceaccounts/default") is None:
-        if time.monotonic() > deadline:
-            raise ClusterError(f"namespace {namespace} got no default ServiceAccount")
         time.sleep(0.1)
 
 
