@@ -113,8 +113,6 @@ class _Group:
 def _groups() -> list[_Group]:
     kube_minor = versions.KUBERNETES.lstrip("v").split(".")[1]
     kube_ld = [
-        "-s",
-        "-w",
         f"-X k8s.io/component-base/version.gitVersion={versions.KUBERNETES}",
         "-X k8s.io/component-base/version.gitMajor=1",
         f"-X k8s.io/component-base/version.gitMinor={kube_minor}",
@@ -130,19 +128,11 @@ def _groups() -> list[_Group]:
             versions.KWOK,
             ["kwokctl", "kwok"],
             ldflags=[
-                "-s",
-                "-w",
                 f"-X sigs.k8s.io/kwok/pkg/consts.Version={versions.KWOK.lstrip('v')}",
                 f"-X sigs.k8s.io/kwok/pkg/consts.KubeVersion={versions.KUBERNETES.lstrip('v')}",
             ],
         ),
-        _Group(
-            "etcd",
-            "go.etcd.io/etcd/server/v3",
-            versions.ETCD,
-            ["etcd"],
-            ldflags=["-s", "-w"],
-        ),
+        _Group("etcd", "go.etcd.io/etcd/server/v3", versions.ETCD, ["etcd"]),
         _Group(
             "kubernetes",
             "k8s.io/kubernetes",
@@ -334,11 +324,11 @@ def _build_group(go: str, group: _Group, missing: list[str]) -> None:
         final = cached_path(name)
         final.parent.mkdir(parents=True, exist_ok=True)
         tmp = final.parent / f".{name}.tmp-{os.getpid()}"
+        # every binary stripped (-s -w: no symbol table, no DWARF)
         cmd = [go, "build", "-v", "-trimpath", "-o", str(tmp)]
         if group.tags:
             cmd += ["-tags", group.tags]
-        if group.ldflags:
-            cmd += ["-ldflags", " ".join(group.ldflags)]
+        cmd += ["-ldflags", " ".join(["-s", "-w", *group.ldflags])]
         cmd.append(versions.COMPONENTS[name][1])
         try:
             _run_with_progress(cmd, wdir, env, f"building {name} {group.version}")
