@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from subprocess import CompletedProcess
 
 import psutil
 import yaml
@@ -119,12 +120,12 @@ def _kwokctl_cmd(lab: Lab, bins: dict[str, Path], config: Path, *args: str) -> l
     return [str(kwokctl), "--name", lab.name, "--config", str(config), *args]
 
 
-def _kwokctl(lab: Lab, bins: dict[str, Path], *args: str, timeout: float = 120) -> None:
-    cmd = _kwokctl_cmd(lab, bins, _config_file(lab), *args)
+def run(cmd: list[str], env: dict[str, str], timeout: float, what: str) -> CompletedProcess[str]:
+    """Run ``cmd`` to its end with its output kept; ClusterError when it overstays ``timeout``."""
     try:
-        out = subprocess.run(
+        return subprocess.run(
             cmd,
-            env=_kwokctl_env(bins),
+            env=env,
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -132,7 +133,12 @@ def _kwokctl(lab: Lab, bins: dict[str, Path], *args: str, timeout: float = 120) 
             stdin=subprocess.DEVNULL,
         )
     except subprocess.TimeoutExpired as exc:
-        raise ClusterError(f"`kwokctl {' '.join(args)}` did not finish in {timeout:.0f}s") from exc
+        raise ClusterError(f"{what} did not finish in {timeout:.0f}s") from exc
+
+
+def _kwokctl(lab: Lab, bins: dict[str, Path], *args: str, timeout: float = 120) -> None:
+    cmd = _kwokctl_cmd(lab, bins, _config_file(lab), *args)
+    out = run(cmd, _kwokctl_env(bins), timeout, f"`kwokctl {' '.join(args)}`")
     if out.returncode != 0:
         tail = "\n".join((out.stdout + out.stderr).strip().splitlines()[-15:])
         raise ClusterError(f"`kwokctl {' '.join(args)}` failed (exit {out.returncode}):\n{tail}")
