@@ -157,12 +157,6 @@ def queue_counts(metrics_url: str, timeout: float = 3.0) -> tuple[int, int]:
     return counts[_STARTED], counts[_FINISHED]
 
 
-def namespace_syncs_running(metrics_url: str) -> int:
-    """How many syncs the namespace controller is running at this moment."""
-    started, finished = queue_counts(metrics_url)
-    return started - finished
-
-
 def wait_namespace_controller(metrics_url: str | None, timeout: float = 30.0) -> float:
     """Return once no namespace sync that began before this call is still running.
 
@@ -178,7 +172,8 @@ def wait_namespace_controller(metrics_url: str | None, timeout: float = 30.0) ->
     deadline = start + timeout
     while True:
         try:
-            if namespace_syncs_running(metrics_url) <= 0:
+            started, finished = queue_counts(metrics_url)
+            if started <= finished:  # no sync running at this moment
                 return time.monotonic() - start
         except ControllerUnknown:
             # e.g. a controller manager that is restarting: its old syncs died with it, but
