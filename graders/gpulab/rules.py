@@ -283,10 +283,8 @@ def shared_replicas(lab: LabState) -> Derived:
     for res in dig(docs[0], "sharing", "timeSlicing", "resources") or []:
         if isinstance(res, dict) and res.get("name") == GPU:
             n = res.get("replicas")
-            if isinstance(n, int) and not isinstance(n, bool) and n >= 2:
-                return Derived(n, True)
             if isinstance(n, int) and not isinstance(n, bool):
-                return Derived(LAB_REPLICAS, False, refused=n)
+                return Derived(n, True) if n >= 2 else Derived(LAB_REPLICAS, False, refused=n)
     return Derived(LAB_REPLICAS, False)
 
 
