@@ -52,16 +52,13 @@ def _env_var(name: str) -> str:
     return "GPUSHARE_BIN_" + name.upper().replace("-", "_")
 
 
-def _version_args(name: str) -> list[str]:
-    return ["version", "--client"] if name == "kubectl" else ["--version"]
-
-
 def binary_version_ok(name: str, path: Path) -> bool:
     """True when ``path --version`` names exactly the pinned version."""
     version, _ = versions.COMPONENTS[name]
+    args = ["version", "--client"] if name == "kubectl" else ["--version"]
     try:
         out = subprocess.run(
-            [str(path), *_version_args(name)],
+            [str(path), *args],
             capture_output=True,
             text=True,
             timeout=20,
