@@ -382,23 +382,17 @@ def down(name: str | None = None) -> list[int]:
     """Delete the cluster; return pids that had to be ended by hand after kwokctl."""
     lab = Lab(cluster_name(name))
     with _lab_lock(lab):
-        ended = _delete(lab)
+        known = procs.cluster_processes(lab.dir) if lab.dir.exists() else []
+        if lab.dir.exists():
+            try:
+                bins = binaries.ensure(["kwokctl", "kubectl"], build=False)
+                _kwokctl(lab, bins, "delete", "cluster", timeout=60)
+            except (ClusterError, binaries.BinaryError) as exc:
+                _log(f"kwokctl delete failed, ending the processes by pid: {exc}")
+        ended = _settle(lab, known)
+        shutil.rmtree(lab.dir, ignore_errors=True)
         ports.release(lab.dir)
         (kwok_workdir() / "configs" / f"{lab.name}.yaml").unlink(missing_ok=True)
-    return ended
-
-
-def _delete(lab: Lab) -> list[int]:
-    known = procs.cluster_processes(lab.dir) if lab.dir.exists() else []
-    if lab.dir.exists():
-        try:
-            bins = binaries.ensure(["kwokctl", "kubectl"], build=False)
-            _kwokctl(lab, bins, "delete", "cluster", timeout=60)
-        except (ClusterError, binaries.BinaryError) as exc:
-            _log(f"kwokctl delete failed, ending the processes by pid: {exc}")
-    ended = _settle(lab, known)
-    if lab.dir.exists():
-        shutil.rmtree(lab.dir, ignore_errors=True)
     return ended
 
 
