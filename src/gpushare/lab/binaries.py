@@ -344,14 +344,8 @@ def ensure(names: list[str] | None = None, *, build: bool = True) -> dict[str, P
     kwokctl downloads them itself; kwokctl itself is then required to be configured.
     """
     wanted = list(names or versions.COMPONENTS)
-    found: dict[str, Path] = {}
-    missing: list[str] = []
-    for name in wanted:
-        path = find(name)
-        if path is None:
-            missing.append(name)
-        else:
-            found[name] = path
+    found = {name: path for name in wanted if (path := find(name)) is not None}
+    missing = [name for name in wanted if name not in found]
     if not missing or not build:
         return found
     if shutil.which("go") is None and "kwokctl" not in missing:

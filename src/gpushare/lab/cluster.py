@@ -76,12 +76,8 @@ class Lab:
 
     def running_components(self) -> dict[str, int]:
         """Component name -> pid, for the components whose pid file names a live process."""
-        out: dict[str, int] = {}
-        for name in COMPONENT_BINARIES:
-            pid = procs.pid_alive(self.dir / "pids" / f"{name}.pid")
-            if pid:
-                out[name] = pid
-        return out
+        pids = {n: procs.pid_alive(self.dir / "pids" / f"{n}.pid") for n in COMPONENT_BINARIES}
+        return {n: pid for n, pid in pids.items() if pid}
 
     def client(self, timeout: float = 5.0) -> Client:
         return Client.from_kubeconfig(self.kubeconfig, timeout=timeout)
