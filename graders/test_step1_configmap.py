@@ -1,6 +1,6 @@
 """Step 1: namespaces, and one ConfigMap holding two device-plugin configs."""
 
-from gpulab import CONFIGMAP_NAME, CONFIGMAP_NS, GPU, HINT_QUERIES, QUERIES, configmap
+from gpulab import CONFIGMAP_NAME, CONFIGMAP_NS, GPU, HINT_QUERIES, QUERIES
 from gpulab.rules import (
     config_format_problem,
     device_plugin_config,
@@ -53,7 +53,7 @@ def test_1_2_file_describes_the_configmap(lab: LabState, work: Workdir) -> None:
                 found=T("absent") if key not in data else yaml_kind(data[key]),
                 where=f"{FILE}:{data.line_of(key)}",
             )
-    cm = configmap(lab)
+    cm = lab.read("configmap")
     if cm is None:
         fail(expected=T("applied_to_cluster"), found=T("absent"), where=where_cm())
     cluster_data = cm.get("data") or {}

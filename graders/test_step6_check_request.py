@@ -75,7 +75,7 @@ def _wrong(run: CaseRun, problem: T) -> NoReturn:
 
 def _sample(runs: RequestRuns, stem: str) -> None:
     _script_ok(runs)
-    run = runs.sample(stem)
+    run = runs.run(f"sample-{stem}")
     if not run.passed:
         _wrong(run, T("script_reason_" + run.reason))
 
@@ -103,7 +103,7 @@ def test_6_4_sample_none_passes(request_runs: RequestRuns) -> None:
 @check("6.5", 5)
 def test_6_5_unseen_cases(request_runs: RequestRuns) -> None:
     _script_ok(request_runs)
-    runs = request_runs.generated_runs()
+    runs = [request_runs.run(c.name) for c in request_runs.generated]
     wrong = [r for r in runs if not r.passed]
     if wrong:
         # the seed is in the results (for a regrade), not in the learner's feedback

@@ -47,7 +47,9 @@ def _wait(predicate, timeout: float = 30.0, what: str = "condition"):
 
 def _namespace(client: Client, name: str) -> None:
     client.create("/api/v1/namespaces", {"metadata": {"name": name}})
-    cluster.wait_default_serviceaccount(client, name)
+    # pods in a new namespace are refused until its default ServiceAccount exists
+    sa = f"/api/v1/namespaces/{name}/serviceaccounts/default"
+    _wait(lambda: client.get_or_none(sa) is not None, what=f"{name}'s default ServiceAccount")
 
 
 def _set_gpus(client: Client, node: str, count: str) -> None:
@@ -203,7 +205,8 @@ def test_reset_reads_the_namespace_controllers_work_queue(lab, client, state):
     state.fresh()
     url = cluster._controller_metrics_url(lab)
     assert url is not None
-    assert purge.namespace_syncs_running(url) == 0  # an idle lab
+    started, finished = purge.queue_counts(url)
+    assert started == finished  # an idle lab: no namespace sync running
     _namespace(client, "doomed")
     client.delete("/api/v1/namespaces/doomed")
     # the controller holds a deleted namespace 5 s, then syncs it: its counters move

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gpushare.data import Json
-
 if TYPE_CHECKING:  # step 6 imports this package before anything heavy: see BACKGROUND
     from gpushare.grading.labstate import LabState
 
@@ -38,11 +36,6 @@ HINT_QUERIES: dict[str, str] = {
     "pods:elsewhere": "/api/v1/pods?fieldSelector="
     "metadata.namespace%21%3Dgpu-share%2Cmetadata.namespace%21%3Dteam-a",
 }
-
-
-def configmap(lab: LabState) -> Json:
-    """The device plugin's ConfigMap, or None when it does not exist."""
-    return lab.read("configmap")
 
 
 def namespaces_of_pod(lab: LabState, name: str) -> list[str]:

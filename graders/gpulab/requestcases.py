@@ -413,10 +413,6 @@ def _over_count(rng: random.Random) -> int:
 _FILLER_KINDS = {"ConfigMap": "kind_configmap", "ServiceAccount": "kind_serviceaccount"}
 
 
-def _over(containers: list[_Container]) -> OverEntries:
-    return tuple((c.name, c.gpus) for c in containers if c.gpus > 1)
-
-
 def _where(c: _Container) -> T:
     if c.gpu_limits is not None and c.gpu_requests is not None:
         return T("where_both")
@@ -481,7 +477,7 @@ def _build_over(rng: random.Random) -> _Draft:
             containers = _over_pod_containers(rng, names)
             docs.append(_render_pod(names.new(_POD_PREFIXES), containers))
             kinds.append(T("kind_pod"))
-            over = _over(containers)
+            over = tuple((c.name, c.gpus) for c in containers if c.gpus > 1)
         elif i == filler_at:
             docs.append(_render_filler(filler_kind, names))
             kinds.append(T(_FILLER_KINDS.get(filler_kind, "kind_empty")))

@@ -244,12 +244,6 @@ class RequestRuns:
                 text = text.replace(str(self.workdir.absolute()), self.shown_workdir)
                 setattr(outcome, attr, text)
 
-    def sample(self, stem: str) -> CaseRun:
-        return self.run(f"sample-{stem}")
-
-    def generated_runs(self) -> list[CaseRun]:
-        return [self.run(c.name) for c in self.generated]
-
     def close(self) -> None:
         """End the runs still going (e.g. step 6 was deselected), clean up."""
         if self._supervisor is not None:

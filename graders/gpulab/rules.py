@@ -13,7 +13,7 @@ from typing import TypeVar
 
 import yaml
 
-from gpulab import CONFIG_LABEL, CONFIGMAP_NAME, CONFIGMAP_NS, GPU, configmap
+from gpulab import CONFIG_LABEL, CONFIGMAP_NAME, CONFIGMAP_NS, GPU
 from gpushare.data import Json, JsonObject
 from gpushare.grading.checks import T, Value, fail
 from gpushare.grading.labstate import LabState, quantity, requested, show_quantity
@@ -91,7 +91,7 @@ def show_field(name: str, value: object) -> str | T:
 
 def device_plugin_config(lab: LabState, key: str) -> LineDict:
     """The parsed device-plugin config stored under ``key``; fails the check otherwise."""
-    cm = configmap(lab)
+    cm = lab.read("configmap")
     if cm is None:
         fail(expected=T("configmap_present"), found=T("absent"), where=where_cm())
     data = (cm or {}).get("data") or {}
@@ -271,7 +271,7 @@ def shared_replicas(lab: LabState) -> Derived:
     node could have (2 x 1), while the lab's answer stays 8.
     """
     try:
-        cm = configmap(lab)
+        cm = lab.read("configmap")
     except Exception:
         return Derived(LAB_REPLICAS, False)
     raw = ((cm or {}).get("data") or {}).get("shared")
@@ -283,10 +283,8 @@ def shared_replicas(lab: LabState) -> Derived:
     for res in dig(docs[0], "sharing", "timeSlicing", "resources") or []:
         if isinstance(res, dict) and res.get("name") == GPU:
             n = res.get("replicas")
-            if isinstance(n, int) and not isinstance(n, bool) and n >= 2:
-                return Derived(n, True)
             if isinstance(n, int) and not isinstance(n, bool):
-                return Derived(LAB_REPLICAS, False, refused=n)
+                return Derived(n, True) if n >= 2 else Derived(LAB_REPLICAS, False, refused=n)
     return Derived(LAB_REPLICAS, False)
 
 

@@ -52,16 +52,13 @@ def _env_var(name: str) -> str:
     return "GPUSHARE_BIN_" + name.upper().replace("-", "_")
 
 
-def _version_args(name: str) -> list[str]:
-    return ["version", "--client"] if name == "kubectl" else ["--version"]
-
-
 def binary_version_ok(name: str, path: Path) -> bool:
     """True when ``path --version`` names exactly the pinned version."""
     version, _ = versions.COMPONENTS[name]
+    args = ["version", "--client"] if name == "kubectl" else ["--version"]
     try:
         out = subprocess.run(
-            [str(path), *_version_args(name)],
+            [str(path), *args],
             capture_output=True,
             text=True,
             timeout=20,
@@ -113,8 +110,6 @@ class _Group:
 def _groups() -> list[_Group]:
     kube_minor = versions.KUBERNETES.lstrip("v").split(".")[1]
     kube_ld = [
-        "-s",
-        "-w",
         f"-X k8s.io/component-base/version.gitVersion={versions.KUBERNETES}",
         "-X k8s.io/component-base/version.gitMajor=1",
         f"-X k8s.io/component-base/version.gitMinor={kube_minor}",
@@ -130,19 +125,11 @@ def _groups() -> list[_Group]:
             versions.KWOK,
             ["kwokctl", "kwok"],
             ldflags=[
-                "-s",
-                "-w",
                 f"-X sigs.k8s.io/kwok/pkg/consts.Version={versions.KWOK.lstrip('v')}",
                 f"-X sigs.k8s.io/kwok/pkg/consts.KubeVersion={versions.KUBERNETES.lstrip('v')}",
             ],
         ),
-        _Group(
-            "etcd",
-            "go.etcd.io/etcd/server/v3",
-            versions.ETCD,
-            ["etcd"],
-            ldflags=["-s", "-w"],
-        ),
+        _Group("etcd", "go.etcd.io/etcd/server/v3", versions.ETCD, ["etcd"]),
         _Group(
             "kubernetes",
             "k8s.io/kubernetes",
@@ -334,11 +321,11 @@ def _build_group(go: str, group: _Group, missing: list[str]) -> None:
         final = cached_path(name)
         final.parent.mkdir(parents=True, exist_ok=True)
         tmp = final.parent / f".{name}.tmp-{os.getpid()}"
+        # every binary stripped (-s -w: no symbol table, no DWARF)
         cmd = [go, "build", "-v", "-trimpath", "-o", str(tmp)]
         if group.tags:
             cmd += ["-tags", group.tags]
-        if group.ldflags:
-            cmd += ["-ldflags", " ".join(group.ldflags)]
+        cmd += ["-ldflags", " ".join(["-s", "-w", *group.ldflags])]
         cmd.append(versions.COMPONENTS[name][1])
         try:
             _run_with_progress(cmd, wdir, env, f"building {name} {group.version}")
@@ -357,14 +344,8 @@ def ensure(names: list[str] | None = None, *, build: bool = True) -> dict[str, P
     kwokctl downloads them itself; kwokctl itself is then required to be configured.
     """
     wanted = list(names or versions.COMPONENTS)
-    found: dict[str, Path] = {}
-    missing: list[str] = []
-    for name in wanted:
-        path = find(name)
-        if path is None:
-            missing.append(name)
-        else:
-            found[name] = path
+    found = {name: path for name in wanted if (path := find(name)) is not None}
+    missing = [name for name in wanted if name not in found]
     if not missing or not build:
         return found
     if shutil.which("go") is None and "kwokctl" not in missing:

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from subprocess import CompletedProcess
 
 import psutil
 import yaml
@@ -32,13 +33,7 @@ from gpushare.locations import cluster_name, kwok_workdir, lab_dir
 
 SYSTEM_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
 # names of kwokctl's pid files under <cluster>/pids/
-COMPONENT_BINARIES = (
-    "etcd",
-    "kube-apiserver",
-    "kube-controller-manager",
-    "kube-scheduler",
-    "kwok-controller",
-)
+COMPONENT_BINARIES = startup.COMPONENTS
 # Our kwokctl configuration: every component listens on loopback only (kwokctl's default is
 # 0.0.0.0), and a user's own ~/.kwok/kwok.yaml is never merged into the lab. A create adds the
 # lab's six ports (see :mod:`gpushare.lab.ports`).
@@ -59,8 +54,7 @@ class ClusterError(RuntimeError):
     """The lab cluster cannot be brought to the asked state; the message says what to do."""
 
 
-def _log(msg: str) -> None:
-    binaries._log(msg)
+_log = binaries._log
 
 
 @dataclass(frozen=True)
@@ -82,12 +76,8 @@ class Lab:
 
     def running_components(self) -> dict[str, int]:
         """Component name -> pid, for the components whose pid file names a live process."""
-        out: dict[str, int] = {}
-        for name in COMPONENT_BINARIES:
-            pid = procs.pid_alive(self.dir / "pids" / f"{name}.pid")
-            if pid:
-                out[name] = pid
-        return out
+        pids = {n: procs.pid_alive(self.dir / "pids" / f"{n}.pid") for n in COMPONENT_BINARIES}
+        return {n: pid for n, pid in pids.items() if pid}
 
     def client(self, timeout: float = 5.0) -> Client:
         return Client.from_kubeconfig(self.kubeconfig, timeout=timeout)
@@ -126,12 +116,12 @@ def _kwokctl_cmd(lab: Lab, bins: dict[str, Path], config: Path, *args: str) -> l
     return [str(kwokctl), "--name", lab.name, "--config", str(config), *args]
 
 
-def _kwokctl(lab: Lab, bins: dict[str, Path], *args: str, timeout: float = 120) -> None:
-    cmd = _kwokctl_cmd(lab, bins, _config_file(lab), *args)
+def run(cmd: list[str], env: dict[str, str], timeout: float, what: str) -> CompletedProcess[str]:
+    """Run ``cmd`` to its end with its output kept; ClusterError when it overstays ``timeout``."""
     try:
-        out = subprocess.run(
+        return subprocess.run(
             cmd,
-            env=_kwokctl_env(bins),
+            env=env,
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -139,7 +129,12 @@ def _kwokctl(lab: Lab, bins: dict[str, Path], *args: str, timeout: float = 120) 
             stdin=subprocess.DEVNULL,
         )
     except subprocess.TimeoutExpired as exc:
-        raise ClusterError(f"`kwokctl {' '.join(args)}` did not finish in {timeout:.0f}s") from exc
+        raise ClusterError(f"{what} did not finish in {timeout:.0f}s") from exc
+
+
+def _kwokctl(lab: Lab, bins: dict[str, Path], *args: str, timeout: float = 120) -> None:
+    cmd = _kwokctl_cmd(lab, bins, _config_file(lab), *args)
+    out = run(cmd, _kwokctl_env(bins), timeout, f"`kwokctl {' '.join(args)}`")
     if out.returncode != 0:
         tail = "\n".join((out.stdout + out.stderr).strip().splitlines()[-15:])
         raise ClusterError(f"`kwokctl {' '.join(args)}` failed (exit {out.returncode}):\n{tail}")
@@ -217,15 +212,6 @@ def ensure_nodes(
             return
         if time.monotonic() > deadline:
             raise ClusterError(f"nodes not Ready after {timeout:.0f}s: {', '.join(not_ready)}")
-        time.sleep(0.1)
-
-
-def wait_default_serviceaccount(client: Client, namespace: str, timeout: float = 30.0) -> None:
-    """Pods in a new namespace are refused until its ``default`` ServiceAccount exists."""
-    deadline = time.monotonic() + timeout
-    while client.get_or_none(f"/api/v1/namespaces/{namespace}/serviceaccounts/default") is None:
-        if time.monotonic() > deadline:
-            raise ClusterError(f"namespace {namespace} got no default ServiceAccount")
         time.sleep(0.1)
 
 
@@ -392,23 +378,17 @@ def down(name: str | None = None) -> list[int]:
     """Delete the cluster; return pids that had to be ended by hand after kwokctl."""
     lab = Lab(cluster_name(name))
     with _lab_lock(lab):
-        ended = _delete(lab)
+        known = procs.cluster_processes(lab.dir) if lab.dir.exists() else []
+        if lab.dir.exists():
+            try:
+                bins = binaries.ensure(["kwokctl", "kubectl"], build=False)
+                _kwokctl(lab, bins, "delete", "cluster", timeout=60)
+            except (ClusterError, binaries.BinaryError) as exc:
+                _log(f"kwokctl delete failed, ending the processes by pid: {exc}")
+        ended = _settle(lab, known)
+        shutil.rmtree(lab.dir, ignore_errors=True)
         ports.release(lab.dir)
         (kwok_workdir() / "configs" / f"{lab.name}.yaml").unlink(missing_ok=True)
-    return ended
-
-
-def _delete(lab: Lab) -> list[int]:
-    known = procs.cluster_processes(lab.dir) if lab.dir.exists() else []
-    if lab.dir.exists():
-        try:
-            bins = binaries.ensure(["kwokctl", "kubectl"], build=False)
-            _kwokctl(lab, bins, "delete", "cluster", timeout=60)
-        except (ClusterError, binaries.BinaryError) as exc:
-            _log(f"kwokctl delete failed, ending the processes by pid: {exc}")
-    ended = _settle(lab, known)
-    if lab.dir.exists():
-        shutil.rmtree(lab.dir, ignore_errors=True)
     return ended
 
 

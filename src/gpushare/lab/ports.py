@@ -93,16 +93,6 @@ def _locked() -> Iterator[None]:
         os.close(fd)  # closing releases the lock
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _entries() -> list[tuple[Path, JsonObject]]:
     out = []
     for path in registry_dir().glob("*.json"):
@@ -122,7 +112,7 @@ def _stale(entry: JsonObject) -> bool:
     except OSError:  # a directory we may not look into: someone's live lab
         return False
     age = time.time() - float(entry.get("time", 0))
-    return not _pid_alive(int(entry.get("pid", 0))) or age > ORPHAN_AFTER
+    return not psutil.pid_exists(int(entry.get("pid", 0))) or age > ORPHAN_AFTER
 
 
 def _live_entries() -> list[tuple[Path, JsonObject]]:
@@ -231,24 +221,19 @@ def recorded(cluster_dir: Path) -> dict[str, int] | None:
     return None
 
 
-def holder_pid(port: int) -> int | None:
-    """The pid listening on ``port``, when it can be seen (root, or one's own process)."""
+def holder(port: int) -> str:
+    """`` by pid N (name)`` for the process listening on ``port``, when it can be seen (root,
+    or one's own process)."""
     try:
         conns = psutil.net_connections(kind="tcp")
     except (psutil.AccessDenied, OSError):
-        return None
+        return ""
     for conn in conns:
         if conn.laddr and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN:
-            return conn.pid
-    return None
-
-
-def holder(port: int) -> str:
-    """`` by pid N (name)`` for the process listening on ``port``, when it can be seen."""
-    pid = holder_pid(port)
-    if pid is None:
-        return ""
-    try:
-        return f" by pid {pid} ({psutil.Process(pid).name()})"
-    except psutil.Error:
-        return f" by pid {pid}"
+            if conn.pid is None:
+                return ""
+            try:
+                return f" by pid {conn.pid} ({psutil.Process(conn.pid).name()})"
+            except psutil.Error:
+                return f" by pid {conn.pid}"
+    return ""

@@ -157,12 +157,6 @@ def queue_counts(metrics_url: str, timeout: float = 3.0) -> tuple[int, int]:
     return counts[_STARTED], counts[_FINISHED]
 
 
-def namespace_syncs_running(metrics_url: str) -> int:
-    """How many syncs the namespace controller is running at this moment."""
-    started, finished = queue_counts(metrics_url)
-    return started - finished
-
-
 def wait_namespace_controller(metrics_url: str | None, timeout: float = 30.0) -> float:
     """Return once no namespace sync that began before this call is still running.
 
@@ -172,19 +166,18 @@ def wait_namespace_controller(metrics_url: str | None, timeout: float = 30.0) ->
     with no sync running is enough (usually the first look: ~20 ms). Returns the time waited.
     """
     start = time.monotonic()
-    if metrics_url is None:
-        time.sleep(BLIND_WAIT)
-        return time.monotonic() - start
     deadline = start + timeout
-    while True:
+    while metrics_url is not None:
         try:
-            if namespace_syncs_running(metrics_url) <= 0:
-                return time.monotonic() - start
+            started, finished = queue_counts(metrics_url)
         except ControllerUnknown:
             # e.g. a controller manager that is restarting: its old syncs died with it, but
             # a new one may be about to run; the blind wait covers both
-            time.sleep(BLIND_WAIT)
+            break
+        if started <= finished:  # no sync running at this moment
             return time.monotonic() - start
         if time.monotonic() > deadline:
             raise TimeoutError(f"the namespace controller was still busy after {timeout:.0f}s")
         time.sleep(0.05)
+    time.sleep(BLIND_WAIT)
+    return time.monotonic() - start

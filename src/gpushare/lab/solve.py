@@ -8,7 +8,6 @@ our kubectl.
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 from gpushare.lab import binaries, cluster
@@ -39,18 +38,7 @@ def solve(
     if kubectl is not None:
         env["PATH"] = f"{kubectl.parent}{os.pathsep}{env.get('PATH', '')}"
     cmd = ["bash", str(script), str(workdir), *(str(s) for s in steps or [])]
-    try:
-        out = subprocess.run(
-            cmd,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-            stdin=subprocess.DEVNULL,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise cluster.ClusterError(f"solve.sh did not finish in {timeout:.0f}s") from exc
+    out = cluster.run(cmd, env, timeout, "solve.sh")
     if out.returncode != 0:
         raise cluster.ClusterError(
             f"solve.sh failed (exit {out.returncode}):\n{(out.stdout + out.stderr)[-3000:]}"

@@ -9,6 +9,7 @@ start at once with its name and the telling line of its log.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import subprocess
@@ -90,12 +91,10 @@ class Watch:
     def __init__(self, cluster_dir: Path) -> None:
         self.dir = cluster_dir
         self.pids = self._pid_files()
-        self.log_sizes = {}
+        self.log_sizes: dict[str, int] = {}  # a log not there yet: this start's lines from 0
         for name in COMPONENTS:
-            try:
+            with contextlib.suppress(OSError):
                 self.log_sizes[name] = self._log(name).stat().st_size
-            except OSError:
-                self.log_sizes[name] = 0
 
     def _log(self, name: str) -> Path:
         return self.dir / "logs" / f"{name}.log"
@@ -103,10 +102,8 @@ class Watch:
     def _pid_files(self) -> dict[str, str]:
         out = {}
         for name in COMPONENTS:
-            try:
+            with contextlib.suppress(OSError):
                 out[name] = (self.dir / "pids" / f"{name}.pid").read_text().strip()
-            except OSError:
-                continue
         return out
 
     def check(self) -> None:

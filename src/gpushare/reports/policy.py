@@ -110,25 +110,24 @@ def load(path: Path) -> Policy:
 def parse(data: JsonObject, *, name: str = "policy", sha256: str = "") -> Policy:
     """A policy from TOML data. Unknown keys, steps and check numbers are refused: a typo
     such as ``[checks."6.50"]`` would otherwise leave the check it meant visible."""
-    where = name
     extra = set(data) - _TOP_KEYS
     if extra:
-        raise PolicyError(f"{where}: unknown key {sorted(extra)[0]!r} (use default, steps, checks)")
-    default = _rule(data.get("default", {}), f"{where} [default]")
+        raise PolicyError(f"{name}: unknown key {sorted(extra)[0]!r} (use default, steps, checks)")
+    default = _rule(data.get("default", {}), f"{name} [default]")
     known = known_checks()
     lab_steps = sorted({number.split(".")[0] for number in known}, key=int)
     steps: dict[int, Rule] = {}
-    for key, value in _table(data.get("steps", {}), f"{where} [steps]").items():
+    for key, value in _table(data.get("steps", {}), f"{name} [steps]").items():
         if key not in lab_steps:
             raise PolicyError(
-                f"{where}: [steps.{key}] is not a step of the lab ({', '.join(lab_steps)})"
+                f"{name}: [steps.{key}] is not a step of the lab ({', '.join(lab_steps)})"
             )
-        steps[int(key)] = _rule(value, f"{where} [steps.{key}]")
+        steps[int(key)] = _rule(value, f"{name} [steps.{key}]")
     checks: dict[str, Rule] = {}
-    for key, value in _table(data.get("checks", {}), f"{where} [checks]").items():
+    for key, value in _table(data.get("checks", {}), f"{name} [checks]").items():
         if key not in known:
-            raise PolicyError(f'{where}: [checks."{key}"] is not a check of the lab')
-        checks[key] = _rule(value, f'{where} [checks."{key}"]')
+            raise PolicyError(f'{name}: [checks."{key}"] is not a check of the lab')
+        checks[key] = _rule(value, f'{name} [checks."{key}"]')
     return Policy(default=default, steps=steps, checks=checks, name=name, sha256=sha256)
 
 
