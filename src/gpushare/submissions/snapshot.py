@@ -36,7 +36,6 @@ import subprocess
 import tarfile
 import time
 import zlib
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -161,7 +160,7 @@ def capture_workdir(root: Path) -> tuple[list[tuple[tarfile.TarInfo, bytes]], Js
     while stack:
         folder = stack.pop()
         try:
-            entries = sorted(os.scandir(base / folder) if folder else os.scandir(base), key=_name)
+            entries = sorted(os.scandir(base / folder), key=lambda e: e.name)
         except OSError:
             recorded[folder] = {"kind": "not_regular"}
             continue
@@ -199,10 +198,6 @@ def capture_workdir(root: Path) -> tuple[list[tuple[tarfile.TarInfo, bytes]], Js
             else:
                 recorded[rel] = {"kind": "not_regular"}
     return members, recorded
-
-
-def _name(entry: os.DirEntry[str]) -> str:
-    return entry.name
 
 
 def build(
@@ -336,7 +331,8 @@ def _load(path: Path, scratch: Path) -> Snapshot:
     work = scratch / "work"
     work.mkdir(parents=True)
     with bounded.open_tar(path) as tar:
-        for count, ti in enumerate(_members(tar)):
+        # one member at a time (never the whole list first: a bomb could be endless)
+        for count, ti in enumerate(iter(tar.next, None)):
             if count >= MAX_MEMBERS:
                 raise SnapshotError(
                     f"{path} has over {MAX_MEMBERS} members",
@@ -418,15 +414,6 @@ def peek_digest(path: Path) -> str:
         return ""
     digest = manifest.get("sha256") if isinstance(manifest, dict) else None
     return digest if isinstance(digest, str) and _HEX64.fullmatch(digest) else ""
-
-
-def _members(tar: tarfile.TarFile) -> Iterator[tarfile.TarInfo]:
-    """The members one at a time (never the whole list first: a bomb could be endless)."""
-    while True:
-        ti = tar.next()
-        if ti is None:
-            return
-        yield ti
 
 
 def _read(tar: tarfile.TarFile, ti: tarfile.TarInfo) -> bytes:
