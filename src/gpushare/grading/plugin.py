@@ -32,10 +32,10 @@ import pytest
 from gpushare.grading import background
 from gpushare.grading.checks import CheckMeta
 from gpushare.grading.errors import GradeError
-from gpushare.grading.grade import OptionError, add_options, open_session, options_from
+from gpushare.grading.grade import OptionError, Outcome, add_options, open_session, options_from
 from gpushare.grading.labstate import LabState
 from gpushare.grading.session import GradeSession
-from gpushare.reports import junit, terminal
+from gpushare.reports import terminal
 from gpushare.reports.clean import line
 from gpushare.reports.clean import text as shown
 from gpushare.reports.results import number_key
@@ -224,19 +224,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     report = gs.report()
     if not report.complete:  # could not grade: exit 2, as ``gpushare grade`` does
         session.exitstatus = 2
-    junit_path = config.stash.get(JUNIT_KEY, None)
-    if junit_path:
-        checks = [i for i in session.items if check_meta(i)]
-        junit.write(
-            report,
-            Path(junit_path),
-            classnames={i.nodeid: _classname(i.nodeid) for i in checks},
-            durations=config.stash[DURATIONS_KEY],
-            headline={c.number: gs.headline(c.number) for c in report.checks},
-        )
-    path = config.getoption(f"{PREFIX}json")
-    if path:
-        report.write_json(Path(path))
+    checks = [i for i in session.items if check_meta(i)]
+    Outcome(  # the files `gpushare grade` writes, written the same way
+        report,
+        classnames={i.nodeid: _classname(i.nodeid) for i in checks},
+        durations=config.stash[DURATIONS_KEY],
+        headlines={c.number: gs.headline(c.number) for c in report.checks},
+    ).write(config.getoption(f"{PREFIX}json"), config.stash.get(JUNIT_KEY, None))
 
 
 def _classname(nodeid: str) -> str:
