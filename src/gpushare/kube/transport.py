@@ -21,6 +21,7 @@ import os
 import socket
 import ssl
 import threading
+from urllib.parse import quote, urlencode
 
 from gpushare.data import Json
 from gpushare.kube.config import Credentials, load_kubeconfig
@@ -32,13 +33,7 @@ class _Disconnected(Exception):
     """The server closed a keep-alive connection before answering: retry once on a new one."""
 
 
-_UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 _MAX_LINE = 64 * 1024
-
-
-def _quote(value: str) -> str:
-    """Percent-encode a query component (RFC 3986 unreserved characters stay as they are)."""
-    return "".join(chr(b) if b in _UNRESERVED else f"%{b:02X}" for b in value.encode())
 
 
 def _split_server(server: str) -> tuple[bool, str, int, str]:
@@ -183,7 +178,7 @@ class Client(Verbs):
         """One API call; JSON in and out. Retries once on a dropped keep-alive connection."""
         url = self._prefix + path
         if params:
-            url += "?" + "&".join(f"{_quote(k)}={_quote(v)}" for k, v in params.items())
+            url += "?" + urlencode(params, quote_via=quote)  # RFC 3986, as the apiserver reads
         headers = {"Accept": "application/json"}
         data = None
         if body is not None:
