@@ -341,7 +341,8 @@ def run_cli(args: argparse.Namespace) -> int:
     # a stranger's file: its grade is bounded in memory and time
     if args.timeout is None:
         args.timeout = guard.SNAPSHOT_TIMEOUT
-    with guard.bounded(args.timeout, f"the grade of {args.snapshot}"):
+    what = f"the grade of {args.snapshot}"
+    with guard.capped_memory(), guard.hard_deadline(args.timeout + guard.GRACE, what):
         return _run_cli(args, started)
 
 
