@@ -194,7 +194,7 @@ def _run(session: GradeSession, checks: list[Check], deadline: float | None) -> 
     each check's seconds."""
     session.start_background(runner.background(checks))
     session.connect(runner.modules(checks))
-    return runner.run(session, checks, deadline=deadline)[0]
+    return runner.run(session, checks, deadline=deadline)
 
 
 def _outcome(
