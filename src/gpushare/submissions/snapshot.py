@@ -647,24 +647,16 @@ def _field_problem(obj: JsonObject) -> str | None:
 def _unpack(path: Path, tar: tarfile.TarFile, ti: tarfile.TarInfo, scratch: Path) -> bytes:
     """Write one ``work/`` member under ``scratch``; refuse anything that could leave it."""
     name = ti.name
+
+    def refused(key: str, why: str) -> SnapshotError:
+        return SnapshotError(f"{path}: {why}", "refused", T(key, member=name[:200]))
+
     if not name.startswith("work/"):
-        raise SnapshotError(
-            f"{path}: unexpected member {name!r}",
-            "refused",
-            T("snapshot_unexpected_member", member=name[:200]),
-        )
+        raise refused("snapshot_unexpected_member", f"unexpected member {name!r}")
     if not (ti.isreg() or ti.isdir() or ti.issym()):
-        raise SnapshotError(
-            f"{path}: member {name!r} is a device, FIFO or hard link",
-            "refused",
-            T("snapshot_special_member", member=name[:200]),
-        )
+        raise refused("snapshot_special_member", f"member {name!r} is a device, FIFO or hard link")
     if ".." in name.split("/"):
-        raise SnapshotError(
-            f"{path}: hostile member refused ({name!r} climbs out)",
-            "refused",
-            T("snapshot_climbs_out", member=name[:200]),
-        )
+        raise refused("snapshot_climbs_out", f"hostile member refused ({name!r} climbs out)")
     data_filter = getattr(tarfile, "data_filter", None)  # Python 3.11.4+: a second opinion
     if data_filter is not None:
         try:
@@ -680,19 +672,11 @@ def _unpack(path: Path, tar: tarfile.TarFile, ti: tarfile.TarInfo, scratch: Path
     parent = os.path.realpath(os.path.dirname(dest))
     root = os.path.realpath(scratch / "work")
     if not (parent == root or parent.startswith(root + os.sep)):
-        raise SnapshotError(
-            f"{path}: member {name!r} would be written outside the work dir",
-            "refused",
-            T("snapshot_outside", member=name[:200]),
-        )
+        raise refused("snapshot_outside", f"member {name!r} would be written outside the work dir")
     if ti.issym():
         target = os.path.realpath(os.path.join(os.path.dirname(dest), ti.linkname))
         if not (target == root or target.startswith(root + os.sep)):
-            raise SnapshotError(
-                f"{path}: link {name!r} points out of the work dir",
-                "refused",
-                T("snapshot_link_outside", member=name[:200]),
-            )
+            raise refused("snapshot_link_outside", f"link {name!r} points out of the work dir")
         os.symlink(ti.linkname, dest)
         return b""
     if ti.isdir():
