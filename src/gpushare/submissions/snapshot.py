@@ -215,11 +215,7 @@ def build(
         "learner": learner,
         "captured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "gpushare_version": __version__,
-        "lab_versions": {
-            "kwok": versions.KWOK,
-            "kubernetes": versions.KUBERNETES,
-            "etcd": versions.ETCD,
-        },
+        "lab_versions": dict(versions.LAB),
         "cluster": identity,
         "workdir": str(workdir),
         "runtime": runtime,
