@@ -62,6 +62,8 @@ class GradeSession:
         self.server: str | None = None
         self.identity: JsonObject | None = None  # what was graded, once connected
         self.snapshot = snapshot
+        # a snapshot's work dir as the learner had it, not our scratch copy of it
+        self.shown_workdir = snapshot.manifest.get("workdir") if snapshot else None
         self.unsafe_no_sandbox = unsafe_no_sandbox
         self.could_not_grade: str | None = None  # why, when the cluster could not be read
         self.could_not_grade_detail: T | None = None  # the same, in the learner's language
@@ -85,7 +87,7 @@ class GradeSession:
             started = background.start_all(
                 todo,
                 workdir=self.workdir,
-                shown_workdir=self.snapshot.manifest.get("workdir") if self.snapshot else None,
+                shown_workdir=self.shown_workdir,
                 fixtures=self.fixtures,
                 seed=self.seed,
                 strangers=self.snapshot is not None,
@@ -321,12 +323,7 @@ class GradeSession:
             execution_time=time.monotonic() - self.started,
             lang=self.lang,
             seed=self.seed,
-            # a snapshot's work dir as the learner had it, not our scratch copy of it
-            workdir=str(
-                self.snapshot.manifest.get("workdir", self.workdir)
-                if self.snapshot
-                else self.workdir
-            ),
+            workdir=str(self.workdir if self.shown_workdir is None else self.shown_workdir),
             server=self.server,
             cluster=self.graded(),
             could_not_grade=self.could_not_grade,
