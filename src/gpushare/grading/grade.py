@@ -99,9 +99,12 @@ def grade(options: Options, started: float | None = None) -> Outcome:
     exit 2 for a command) when no grade can be taken at all.
     """
     started = time.monotonic() if started is None else started
+    deadline = started + options.timeout if options.timeout else None
     with open_session(options, started, background_first=True) as session:
         checks = _select(options.steps)
-        durations = _run(session, checks, started + options.timeout if options.timeout else None)
+        session.start_background(runner.background(checks))  # what they ask for, not yet going
+        session.connect(runner.modules(checks))  # the cluster read starts
+        durations = runner.run(session, checks, deadline=deadline)
     return _outcome(session, checks, durations, options.policy)
 
 
@@ -187,14 +190,6 @@ def open_session(
         session.adopt(early)
         stack.callback(lambda: session.close(wait=not session.timed_out))
         yield session
-
-
-def _run(session: GradeSession, checks: list[Check], deadline: float | None) -> dict[str, float]:
-    """Start the background work the checks ask for, read the cluster, call every check;
-    each check's seconds."""
-    session.start_background(runner.background(checks))
-    session.connect(runner.modules(checks))
-    return runner.run(session, checks, deadline=deadline)
 
 
 def _outcome(
