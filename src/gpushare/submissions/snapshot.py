@@ -151,9 +151,9 @@ def capture_workdir(root: Path) -> tuple[list[tuple[tarfile.TarInfo, bytes]], Js
         return members, recorded
     base = Path(os.path.realpath(root))
 
-    def info(rel: str, kind: bytes, mode: int, size: int = 0) -> tarfile.TarInfo:
+    def info(rel: str, kind: bytes, mode: int, size: int = 0, link: str = "") -> tarfile.TarInfo:
         ti = tarfile.TarInfo(f"work/{rel}")
-        ti.type, ti.mode, ti.size, ti.mtime = kind, mode & 0o755, size, 0
+        ti.type, ti.mode, ti.size, ti.mtime, ti.linkname = kind, mode & 0o755, size, 0, link
         return ti
 
     stack = [""]
@@ -175,9 +175,7 @@ def capture_workdir(root: Path) -> tuple[list[tuple[tarfile.TarInfo, bytes]], Js
                     recorded[rel] = {"kind": "link_outside", "target": outside}
                     continue
                 target = os.path.relpath(os.path.realpath(base / rel), base / folder)
-                ti = info(rel, tarfile.SYMTYPE, 0o777)
-                ti.linkname = target
-                members.append((ti, b""))
+                members.append((info(rel, tarfile.SYMTYPE, 0o777, link=target), b""))
             elif stat.S_ISDIR(st.st_mode):
                 members.append((info(rel, tarfile.DIRTYPE, st.st_mode), b""))
                 stack.append(rel)
