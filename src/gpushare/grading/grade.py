@@ -71,9 +71,7 @@ class Outcome:
     durations: dict[str, float]  # nodeid -> seconds
     headlines: dict[str, str]  # check number -> "number title"
 
-    def write(
-        self, json_path: str | Path | None = None, junit_path: str | Path | None = None
-    ) -> None:
+    def write(self, json_path: Path | None = None, junit_path: Path | None = None) -> None:
         if json_path:
             self.report.write_json(Path(json_path))
         if junit_path:

@@ -44,7 +44,7 @@ from gpushare.submissions.workdir import Workdir
 
 GRADE_KEY = pytest.StashKey[GradeSession]()
 EXIT_KEY = pytest.StashKey[contextlib.ExitStack]()
-JUNIT_KEY = pytest.StashKey[str]()
+JUNIT_KEY = pytest.StashKey[Path]()
 DURATIONS_KEY = pytest.StashKey[dict[str, float]]()
 PREFIX = "gpushare_"  # our options' names in pytest's namespace
 
@@ -57,7 +57,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     if _targets_graders(config) and getattr(config.option, "xmlpath", None):
         # our JUnit writer, not pytest's: the same file as `gpushare grade --junitxml`
-        config.stash[JUNIT_KEY] = config.option.xmlpath
+        config.stash[JUNIT_KEY] = Path(config.option.xmlpath)
         config.option.xmlpath = None
     config.stash[DURATIONS_KEY] = {}
     stack = contextlib.ExitStack()
