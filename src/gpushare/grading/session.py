@@ -174,15 +174,12 @@ class GradeSession:
         return self.state
 
     def graded(self) -> JsonObject | None:
-        """What was graded, as every result records it (with the cluster's uid when live)."""
+        """What was graded, as every result records it; live, with the kube-system namespace's
+        uid: which cluster this is, whatever its address."""
         if self.identity is None or self.snapshot is not None:
             return self.identity
-        return {**self.identity, "uid": self.cluster_uid()}
-
-    def cluster_uid(self) -> str | None:
-        """The kube-system namespace's uid: which cluster this is, whatever its address."""
         value = self.state.get("kube-system").value if self.state else None
-        return ((value or {}).get("metadata") or {}).get("uid")
+        return {**self.identity, "uid": ((value or {}).get("metadata") or {}).get("uid")}
 
     def _runtimes(self, learner: dict[str, str]) -> dict[str, str]:
         """The learner's python3 and PyYAML (as captured) against those the script gets here,
