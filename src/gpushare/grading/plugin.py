@@ -95,10 +95,6 @@ def _number(item: pytest.Item) -> str:
     return meta["number"] if meta else "999.999"
 
 
-def _session(config: pytest.Config) -> GradeSession:
-    return config.stash[GRADE_KEY]
-
-
 @pytest.hookimpl(wrapper=True)
 def pytest_pycollect_makemodule(
     module_path: Path, parent: pytest.Collector
@@ -139,7 +135,7 @@ def pytest_collection_modifyitems(
     items.sort(key=lambda i: number_key(_number(i)))
     if config.getoption("collectonly", False):
         return
-    gs = _session(config)
+    gs = config.stash[GRADE_KEY]
     gs.active = True
     wanted = background.wanted(
         (getattr(i, "module", None), getattr(i, "fixturenames", ())) for i in checks
@@ -153,7 +149,7 @@ def pytest_collection_modifyitems(
 
 @pytest.fixture(scope="session")
 def grade_session(request: pytest.FixtureRequest) -> GradeSession:
-    return _session(request.config)
+    return request.config.stash[GRADE_KEY]
 
 
 @pytest.fixture(scope="session")
@@ -201,7 +197,7 @@ def pytest_runtest_makereport(
         return report
     durations = item.config.stash[DURATIONS_KEY]
     durations[item.nodeid] = durations.get(item.nodeid, 0.0) + report.duration
-    gs = _session(item.config)
+    gs = item.config.stash[GRADE_KEY]
     if report.when == "call" or report.failed:
         if report.passed:
             gs.record(meta, item.nodeid, True, "", "")
@@ -217,7 +213,7 @@ def pytest_runtest_makereport(
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
-    gs = _session(config)
+    gs = config.stash[GRADE_KEY]
     gs.close()  # the background work ends here whatever happened
     if not gs.active:
         return
@@ -241,7 +237,7 @@ def _classname(nodeid: str) -> str:
 def pytest_terminal_summary(
     terminalreporter: pytest.TerminalReporter, config: pytest.Config
 ) -> None:
-    gs = _session(config)
+    gs = config.stash[GRADE_KEY]
     if not gs.active:
         return
     report = gs.report()
