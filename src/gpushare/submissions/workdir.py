@@ -233,10 +233,7 @@ class Workdir:
         docs = load_yaml_text(text, rel)
         if isinstance(docs, FileProblem):
             return docs
-        docs = [d for d in docs if d is not None]
-        if not docs:
-            return FileProblem(rel, T("file_empty"))
-        return docs
+        return [d for d in docs if d is not None] or FileProblem(rel, T("file_empty"))
 
     def objects(self, rel: str) -> list[LineDict] | FileProblem:
         """Kubernetes objects of a manifest, flattening ``kind: List``.
