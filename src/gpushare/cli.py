@@ -37,10 +37,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _add_cluster(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--cluster",
-        help="lab cluster name (default: $GPUSHARE_CLUSTER or 'gpushare')",
-    )
+    p.add_argument("--cluster", **dict(grade.SHARED_OPTIONS)["--cluster"])  # as grade says it
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -7,9 +7,8 @@ and ``messages/``), ``fixtures/`` and ``solutions/``: this checkout's own by def
 ``GPUSHARE_LAB`` for another, and ``GPUSHARE_GRADERS``, ``GPUSHARE_FIXTURES`` and
 ``GPUSHARE_SOLUTIONS`` to move one part of it.
 
-Each has a default and an environment variable to move it, and nothing here imports more than
-``os`` and ``pathlib``, so ``gpushare grade`` can know all three before it imports anything
-heavy (it starts the learner's script runs first).
+Nothing here imports more than ``os`` and ``pathlib``, so ``gpushare grade`` can know every
+place before it imports anything heavy (it starts the learner's script runs first).
 """
 
 from __future__ import annotations

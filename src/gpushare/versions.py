@@ -11,6 +11,8 @@ KUBERNETES = "v1.36.3"
 # k8s.io staging modules are published as v0.<minor>.<patch> of the same release.
 KUBERNETES_STAGING = "v0" + KUBERNETES[2:]
 ETCD = "v3.6.16"
+# the lab's versions as results, snapshots and `gpushare status` record them
+LAB = {"kwok": KWOK, "kubernetes": KUBERNETES, "etcd": ETCD}
 
 # binary name -> (version, Go package it is built from)
 COMPONENTS: dict[str, tuple[str, str]] = {

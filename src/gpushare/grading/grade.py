@@ -97,9 +97,12 @@ def grade(options: Options, started: float | None = None) -> Outcome:
     exit 2 for a command) when no grade can be taken at all.
     """
     started = time.monotonic() if started is None else started
+    deadline = started + options.timeout if options.timeout else None
     with open_session(options, started, background_first=True) as session:
         checks = _select(options.steps)
-        durations = _run(session, checks, started + options.timeout if options.timeout else None)
+        session.start_background(runner.background(checks))  # what they ask for, not yet going
+        session.connect(runner.modules(checks))  # the cluster read starts
+        durations = runner.run(session, checks, deadline=deadline)
     return _outcome(session, checks, durations, options.policy)
 
 
@@ -185,14 +188,6 @@ def open_session(
         session.adopt(early)
         stack.callback(lambda: session.close(wait=not session.timed_out))
         yield session
-
-
-def _run(session: GradeSession, checks: list[Check], deadline: float | None) -> dict[str, float]:
-    """Start the background work the checks ask for, read the cluster, call every check;
-    each check's seconds."""
-    session.start_background(runner.background(checks))
-    session.connect(runner.modules(checks))
-    return runner.run(session, checks, deadline=deadline)[0]
 
 
 def _outcome(
@@ -339,7 +334,8 @@ def run_cli(args: argparse.Namespace) -> int:
     # a stranger's file: its grade is bounded in memory and time
     if args.timeout is None:
         args.timeout = guard.SNAPSHOT_TIMEOUT
-    with guard.bounded(args.timeout, f"the grade of {args.snapshot}"):
+    what = f"the grade of {args.snapshot}"
+    with guard.capped_memory(), guard.hard_deadline(args.timeout + guard.GRACE, what):
         return _run_cli(args, started)
 
 

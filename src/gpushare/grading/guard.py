@@ -12,8 +12,8 @@ grader itself. Their inputs are bounded before they are parsed
   limit is put back when the grade is over (``run_autograder`` and tests grade in-process).
   A grade of the reference snapshot uses some 50 MiB of it.
 - **time**: ``--timeout`` ends the checks (finished ones keep their results); past it by
-  :data:`GRACE` seconds, :func:`bounded` ends the process (exit 2, one line), whatever it is
-  doing in Python code. The class pool kills its workers by pid at the same point.
+  :data:`GRACE` seconds, :func:`hard_deadline` ends the process (exit 2, one line), whatever
+  it is doing in Python code. The class pool kills its workers by pid at the same point.
 
 ``gpushare grade --snapshot`` grades under both, with :data:`SNAPSHOT_TIMEOUT` when no
 ``--timeout`` is given; ``class grade`` workers and ``run_autograder`` under the memory cap
@@ -92,14 +92,6 @@ def hard_deadline(seconds: float, what: str) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-@contextlib.contextmanager
-def bounded(timeout: float, what: str) -> Iterator[int]:
-    """A snapshot's grade in this process: memory capped, and ended ``GRACE`` s after
-    ``timeout``. Gives the memory cap in force."""
-    with capped_memory() as limit, hard_deadline(timeout + GRACE, what):
-        yield limit
-
-
 def out_of_memory(exc: BaseException) -> bool:
     """Whether ``exc`` is the memory cap striking: a failed allocation, or a thread whose
     stack could not be mapped (thread stacks count in RLIMIT_DATA)."""
@@ -108,7 +100,8 @@ def out_of_memory(exc: BaseException) -> bool:
     )
 
 
-def memory_message(limit: int | None = None) -> str:
+def memory_message() -> str:
     """One line for a grade that hit the memory cap."""
-    limit = memory_cap() if limit is None else limit
-    return f"the grade needed more than {limit // MIB} MiB of memory (a snapshot's grade cap)"
+    return (
+        f"the grade needed more than {memory_cap() // MIB} MiB of memory (a snapshot's grade cap)"
+    )

@@ -32,10 +32,10 @@ import pytest
 from gpushare.grading import background
 from gpushare.grading.checks import CheckMeta
 from gpushare.grading.errors import GradeError
-from gpushare.grading.grade import OptionError, add_options, open_session, options_from
+from gpushare.grading.grade import OptionError, Outcome, add_options, open_session, options_from
 from gpushare.grading.labstate import LabState
 from gpushare.grading.session import GradeSession
-from gpushare.reports import junit, terminal
+from gpushare.reports import terminal
 from gpushare.reports.clean import line
 from gpushare.reports.clean import text as shown
 from gpushare.reports.results import number_key
@@ -44,7 +44,7 @@ from gpushare.submissions.workdir import Workdir
 
 GRADE_KEY = pytest.StashKey[GradeSession]()
 EXIT_KEY = pytest.StashKey[contextlib.ExitStack]()
-JUNIT_KEY = pytest.StashKey[str]()
+JUNIT_KEY = pytest.StashKey[Path]()
 DURATIONS_KEY = pytest.StashKey[dict[str, float]]()
 PREFIX = "gpushare_"  # our options' names in pytest's namespace
 
@@ -57,7 +57,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     if _targets_graders(config) and getattr(config.option, "xmlpath", None):
         # our JUnit writer, not pytest's: the same file as `gpushare grade --junitxml`
-        config.stash[JUNIT_KEY] = config.option.xmlpath
+        config.stash[JUNIT_KEY] = Path(config.option.xmlpath)
         config.option.xmlpath = None
     config.stash[DURATIONS_KEY] = {}
     stack = contextlib.ExitStack()
@@ -93,10 +93,6 @@ def _number(item: pytest.Item) -> str:
     """The check number of a collected item; anything else sorts after the checks."""
     meta = check_meta(item)
     return meta["number"] if meta else "999.999"
-
-
-def _session(config: pytest.Config) -> GradeSession:
-    return config.stash[GRADE_KEY]
 
 
 @pytest.hookimpl(wrapper=True)
@@ -139,7 +135,7 @@ def pytest_collection_modifyitems(
     items.sort(key=lambda i: number_key(_number(i)))
     if config.getoption("collectonly", False):
         return
-    gs = _session(config)
+    gs = config.stash[GRADE_KEY]
     gs.active = True
     wanted = background.wanted(
         (getattr(i, "module", None), getattr(i, "fixturenames", ())) for i in checks
@@ -153,7 +149,7 @@ def pytest_collection_modifyitems(
 
 @pytest.fixture(scope="session")
 def grade_session(request: pytest.FixtureRequest) -> GradeSession:
-    return _session(request.config)
+    return request.config.stash[GRADE_KEY]
 
 
 @pytest.fixture(scope="session")
@@ -201,7 +197,7 @@ def pytest_runtest_makereport(
         return report
     durations = item.config.stash[DURATIONS_KEY]
     durations[item.nodeid] = durations.get(item.nodeid, 0.0) + report.duration
-    gs = _session(item.config)
+    gs = item.config.stash[GRADE_KEY]
     if report.when == "call" or report.failed:
         if report.passed:
             gs.record(meta, item.nodeid, True, "", "")
@@ -217,26 +213,20 @@ def pytest_runtest_makereport(
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
-    gs = _session(config)
+    gs = config.stash[GRADE_KEY]
     gs.close()  # the background work ends here whatever happened
     if not gs.active:
         return
     report = gs.report()
     if not report.complete:  # could not grade: exit 2, as ``gpushare grade`` does
         session.exitstatus = 2
-    junit_path = config.stash.get(JUNIT_KEY, None)
-    if junit_path:
-        checks = [i for i in session.items if check_meta(i)]
-        junit.write(
-            report,
-            Path(junit_path),
-            classnames={i.nodeid: _classname(i.nodeid) for i in checks},
-            durations=config.stash[DURATIONS_KEY],
-            headline={c.number: gs.headline(c.number) for c in report.checks},
-        )
-    path = config.getoption(f"{PREFIX}json")
-    if path:
-        report.write_json(Path(path))
+    checks = [i for i in session.items if check_meta(i)]
+    Outcome(  # the files `gpushare grade` writes, written the same way
+        report,
+        classnames={i.nodeid: _classname(i.nodeid) for i in checks},
+        durations=config.stash[DURATIONS_KEY],
+        headlines={c.number: gs.headline(c.number) for c in report.checks},
+    ).write(config.getoption(f"{PREFIX}json"), config.stash.get(JUNIT_KEY, None))
 
 
 def _classname(nodeid: str) -> str:
@@ -247,7 +237,7 @@ def _classname(nodeid: str) -> str:
 def pytest_terminal_summary(
     terminalreporter: pytest.TerminalReporter, config: pytest.Config
 ) -> None:
-    gs = _session(config)
+    gs = config.stash[GRADE_KEY]
     if not gs.active:
         return
     report = gs.report()

@@ -83,29 +83,27 @@ def load_checks(
 
 def run(
     session: GradeSession, checks: list[Check], *, deadline: float | None = None
-) -> tuple[dict[str, float], bool]:
+) -> dict[str, float]:
     """Call each check with the inputs it names; record its outcome.
 
-    Returns (nodeid -> seconds, whether every check finished). With a ``deadline``
-    (``time.monotonic()``), the checks run in a thread of their own; when the deadline
-    strikes, the checks that finished keep their results and each unfinished one becomes an
-    error that says what was still running.
+    Returns nodeid -> seconds. With a ``deadline`` (``time.monotonic()``), the checks run in a
+    thread of their own; when the deadline strikes, the checks that finished keep their
+    results and each unfinished one becomes an error that says what was still running.
     """
     durations: dict[str, float] = {}
     current: list[Check] = []
     if deadline is None:
         _run_all(session, checks, durations, current)
-        return durations, True
+        return durations
     worker = threading.Thread(
         target=_run_all, args=(session, checks, durations, current), name="checks", daemon=True
     )
     worker.start()
     worker.join(max(0.0, deadline - time.monotonic()))
-    if not worker.is_alive():
-        return durations, True
-    running = current[-1].meta["number"] if current else None
-    session.time_out([c.meta for c in checks], [c.nodeid for c in checks], running)
-    return durations, False
+    if worker.is_alive():
+        running = current[-1].meta["number"] if current else None
+        session.time_out([c.meta for c in checks], [c.nodeid for c in checks], running)
+    return durations
 
 
 def _run_all(

@@ -62,6 +62,8 @@ class GradeSession:
         self.server: str | None = None
         self.identity: JsonObject | None = None  # what was graded, once connected
         self.snapshot = snapshot
+        # a snapshot's work dir as the learner had it, not our scratch copy of it
+        self.shown_workdir = snapshot.manifest.get("workdir") if snapshot else None
         self.unsafe_no_sandbox = unsafe_no_sandbox
         self.could_not_grade: str | None = None  # why, when the cluster could not be read
         self.could_not_grade_detail: T | None = None  # the same, in the learner's language
@@ -85,7 +87,7 @@ class GradeSession:
             started = background.start_all(
                 todo,
                 workdir=self.workdir,
-                shown_workdir=self.snapshot.manifest.get("workdir") if self.snapshot else None,
+                shown_workdir=self.shown_workdir,
                 fixtures=self.fixtures,
                 seed=self.seed,
                 strangers=self.snapshot is not None,
@@ -172,15 +174,12 @@ class GradeSession:
         return self.state
 
     def graded(self) -> JsonObject | None:
-        """What was graded, as every result records it (with the cluster's uid when live)."""
+        """What was graded, as every result records it; live, with the kube-system namespace's
+        uid: which cluster this is, whatever its address."""
         if self.identity is None or self.snapshot is not None:
             return self.identity
-        return {**self.identity, "uid": self.cluster_uid()}
-
-    def cluster_uid(self) -> str | None:
-        """The kube-system namespace's uid: which cluster this is, whatever its address."""
         value = self.state.get("kube-system").value if self.state else None
-        return ((value or {}).get("metadata") or {}).get("uid")
+        return {**self.identity, "uid": ((value or {}).get("metadata") or {}).get("uid")}
 
     def _runtimes(self, learner: dict[str, str]) -> dict[str, str]:
         """The learner's python3 and PyYAML (as captured) against those the script gets here,
@@ -321,12 +320,7 @@ class GradeSession:
             execution_time=time.monotonic() - self.started,
             lang=self.lang,
             seed=self.seed,
-            # a snapshot's work dir as the learner had it, not our scratch copy of it
-            workdir=str(
-                self.snapshot.manifest.get("workdir", self.workdir)
-                if self.snapshot
-                else self.workdir
-            ),
+            workdir=str(self.workdir if self.shown_workdir is None else self.shown_workdir),
             server=self.server,
             cluster=self.graded(),
             could_not_grade=self.could_not_grade,

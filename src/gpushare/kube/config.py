@@ -18,7 +18,7 @@ import base64
 import os
 import ssl
 import sys
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import yaml
@@ -78,21 +78,14 @@ class Identity:
     """What was graded: recorded in results.json, JUnit properties and the terminal footer."""
 
     kubeconfig: str
-    source: str
+    kubeconfig_source: str  # a Target's source
     context: str
     cluster: str
     server: str
     user: str
 
     def as_dict(self) -> dict[str, str]:
-        return {
-            "kubeconfig": self.kubeconfig,
-            "kubeconfig_source": self.source,
-            "context": self.context,
-            "cluster": self.cluster,
-            "server": self.server,
-            "user": self.user,
-        }
+        return asdict(self)  # the fields' order is the results' order
 
 
 # --------------------------------------------------------------------------- the lab's own file

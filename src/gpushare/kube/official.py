@@ -114,7 +114,7 @@ class OfficialClient(Verbs):
             raise KubeconfigError(f"the exec credential plugin of user {user_name!r} failed: {why}")
         identity = Identity(
             kubeconfig=target.kubeconfig,
-            source=target.source,
+            kubeconfig_source=target.source,
             context=str(chosen["name"]),
             cluster=str(ctx.get("cluster") or ""),
             server=configuration.host,

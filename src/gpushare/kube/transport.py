@@ -21,6 +21,7 @@ import os
 import socket
 import ssl
 import threading
+from urllib.parse import quote, urlencode, urlsplit
 
 from gpushare.data import Json
 from gpushare.kube.config import Credentials, load_kubeconfig
@@ -32,31 +33,17 @@ class _Disconnected(Exception):
     """The server closed a keep-alive connection before answering: retry once on a new one."""
 
 
-_UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 _MAX_LINE = 64 * 1024
-
-
-def _quote(value: str) -> str:
-    """Percent-encode a query component (RFC 3986 unreserved characters stay as they are)."""
-    return "".join(chr(b) if b in _UNRESERVED else f"%{b:02X}" for b in value.encode())
 
 
 def _split_server(server: str) -> tuple[bool, str, int, str]:
     """(https, host, port, path prefix) of ``https://host:port/prefix``."""
-    scheme, sep, rest = server.partition("://")
-    if not sep or scheme not in ("http", "https"):
+    url = urlsplit(server)
+    if "://" not in server or url.scheme not in ("http", "https"):
         raise KubeconfigError(f"server {server!r} is not an http(s) URL")
-    netloc, _, prefix = rest.partition("/")
-    https = scheme == "https"
-    host, port = netloc, 443 if https else 80
-    if netloc.startswith("["):  # [::1]:6443
-        host, _, tail = netloc[1:].partition("]")
-        if tail.startswith(":"):
-            port = int(tail[1:])
-    elif netloc.count(":") == 1:
-        host, _, port_text = netloc.partition(":")
-        port = int(port_text)
-    return https, host or "localhost", port, ("/" + prefix).rstrip("/")
+    https = url.scheme == "https"
+    port = url.port or (443 if https else 80)  # ValueError for a port that is not one
+    return https, url.hostname or "localhost", port, url.path.rstrip("/")
 
 
 class _Connection:
@@ -183,7 +170,7 @@ class Client(Verbs):
         """One API call; JSON in and out. Retries once on a dropped keep-alive connection."""
         url = self._prefix + path
         if params:
-            url += "?" + "&".join(f"{_quote(k)}={_quote(v)}" for k, v in params.items())
+            url += "?" + urlencode(params, quote_via=quote)  # RFC 3986, as the apiserver reads
         headers = {"Accept": "application/json"}
         data = None
         if body is not None:

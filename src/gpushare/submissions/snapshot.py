@@ -36,7 +36,6 @@ import subprocess
 import tarfile
 import time
 import zlib
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -152,16 +151,16 @@ def capture_workdir(root: Path) -> tuple[list[tuple[tarfile.TarInfo, bytes]], Js
         return members, recorded
     base = Path(os.path.realpath(root))
 
-    def info(rel: str, kind: bytes, mode: int, size: int = 0) -> tarfile.TarInfo:
+    def info(rel: str, kind: bytes, mode: int, size: int = 0, link: str = "") -> tarfile.TarInfo:
         ti = tarfile.TarInfo(f"work/{rel}")
-        ti.type, ti.mode, ti.size, ti.mtime = kind, mode & 0o755, size, 0
+        ti.type, ti.mode, ti.size, ti.mtime, ti.linkname = kind, mode & 0o755, size, 0, link
         return ti
 
     stack = [""]
     while stack:
         folder = stack.pop()
         try:
-            entries = sorted(os.scandir(base / folder) if folder else os.scandir(base), key=_name)
+            entries = sorted(os.scandir(base / folder), key=lambda e: e.name)
         except OSError:
             recorded[folder] = {"kind": "not_regular"}
             continue
@@ -176,9 +175,7 @@ def capture_workdir(root: Path) -> tuple[list[tuple[tarfile.TarInfo, bytes]], Js
                     recorded[rel] = {"kind": "link_outside", "target": outside}
                     continue
                 target = os.path.relpath(os.path.realpath(base / rel), base / folder)
-                ti = info(rel, tarfile.SYMTYPE, 0o777)
-                ti.linkname = target
-                members.append((ti, b""))
+                members.append((info(rel, tarfile.SYMTYPE, 0o777, link=target), b""))
             elif stat.S_ISDIR(st.st_mode):
                 members.append((info(rel, tarfile.DIRTYPE, st.st_mode), b""))
                 stack.append(rel)
@@ -201,10 +198,6 @@ def capture_workdir(root: Path) -> tuple[list[tuple[tarfile.TarInfo, bytes]], Js
     return members, recorded
 
 
-def _name(entry: os.DirEntry[str]) -> str:
-    return entry.name
-
-
 def build(
     *,
     learner: str,
@@ -220,11 +213,7 @@ def build(
         "learner": learner,
         "captured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "gpushare_version": __version__,
-        "lab_versions": {
-            "kwok": versions.KWOK,
-            "kubernetes": versions.KUBERNETES,
-            "etcd": versions.ETCD,
-        },
+        "lab_versions": dict(versions.LAB),
         "cluster": identity,
         "workdir": str(workdir),
         "runtime": runtime,
@@ -336,7 +325,8 @@ def _load(path: Path, scratch: Path) -> Snapshot:
     work = scratch / "work"
     work.mkdir(parents=True)
     with bounded.open_tar(path) as tar:
-        for count, ti in enumerate(_members(tar)):
+        # one member at a time (never the whole list first: a bomb could be endless)
+        for count, ti in enumerate(iter(tar.next, None)):
             if count >= MAX_MEMBERS:
                 raise SnapshotError(
                     f"{path} has over {MAX_MEMBERS} members",
@@ -418,15 +408,6 @@ def peek_digest(path: Path) -> str:
         return ""
     digest = manifest.get("sha256") if isinstance(manifest, dict) else None
     return digest if isinstance(digest, str) and _HEX64.fullmatch(digest) else ""
-
-
-def _members(tar: tarfile.TarFile) -> Iterator[tarfile.TarInfo]:
-    """The members one at a time (never the whole list first: a bomb could be endless)."""
-    while True:
-        ti = tar.next()
-        if ti is None:
-            return
-        yield ti
 
 
 def _read(tar: tarfile.TarFile, ti: tarfile.TarInfo) -> bytes:
@@ -660,24 +641,16 @@ def _field_problem(obj: JsonObject) -> str | None:
 def _unpack(path: Path, tar: tarfile.TarFile, ti: tarfile.TarInfo, scratch: Path) -> bytes:
     """Write one ``work/`` member under ``scratch``; refuse anything that could leave it."""
     name = ti.name
+
+    def refused(key: str, why: str) -> SnapshotError:
+        return SnapshotError(f"{path}: {why}", "refused", T(key, member=name[:200]))
+
     if not name.startswith("work/"):
-        raise SnapshotError(
-            f"{path}: unexpected member {name!r}",
-            "refused",
-            T("snapshot_unexpected_member", member=name[:200]),
-        )
+        raise refused("snapshot_unexpected_member", f"unexpected member {name!r}")
     if not (ti.isreg() or ti.isdir() or ti.issym()):
-        raise SnapshotError(
-            f"{path}: member {name!r} is a device, FIFO or hard link",
-            "refused",
-            T("snapshot_special_member", member=name[:200]),
-        )
+        raise refused("snapshot_special_member", f"member {name!r} is a device, FIFO or hard link")
     if ".." in name.split("/"):
-        raise SnapshotError(
-            f"{path}: hostile member refused ({name!r} climbs out)",
-            "refused",
-            T("snapshot_climbs_out", member=name[:200]),
-        )
+        raise refused("snapshot_climbs_out", f"hostile member refused ({name!r} climbs out)")
     data_filter = getattr(tarfile, "data_filter", None)  # Python 3.11.4+: a second opinion
     if data_filter is not None:
         try:
@@ -693,19 +666,11 @@ def _unpack(path: Path, tar: tarfile.TarFile, ti: tarfile.TarInfo, scratch: Path
     parent = os.path.realpath(os.path.dirname(dest))
     root = os.path.realpath(scratch / "work")
     if not (parent == root or parent.startswith(root + os.sep)):
-        raise SnapshotError(
-            f"{path}: member {name!r} would be written outside the work dir",
-            "refused",
-            T("snapshot_outside", member=name[:200]),
-        )
+        raise refused("snapshot_outside", f"member {name!r} would be written outside the work dir")
     if ti.issym():
         target = os.path.realpath(os.path.join(os.path.dirname(dest), ti.linkname))
         if not (target == root or target.startswith(root + os.sep)):
-            raise SnapshotError(
-                f"{path}: link {name!r} points out of the work dir",
-                "refused",
-                T("snapshot_link_outside", member=name[:200]),
-            )
+            raise refused("snapshot_link_outside", f"link {name!r} points out of the work dir")
         os.symlink(ti.linkname, dest)
         return b""
     if ti.isdir():

@@ -181,16 +181,13 @@ class Workdir:
                 return recorded_problem(rel, entry)
         return None
 
-    def path(self, rel: str) -> Path:
-        return self.root / rel
-
     def read_text(self, rel: str) -> str | FileProblem:
         """The file's text with CRLF folded to LF; or why it cannot be read as text.
 
         Only files inside the work dir count: a link that leads out of it is a problem here,
         as in a snapshot, which records such a link and never follows it.
         """
-        p = self.path(rel)
+        p = self.root / rel
         recorded = self._recorded(rel)
         if recorded is not None:
             return recorded
@@ -236,10 +233,7 @@ class Workdir:
         docs = load_yaml_text(text, rel)
         if isinstance(docs, FileProblem):
             return docs
-        docs = [d for d in docs if d is not None]
-        if not docs:
-            return FileProblem(rel, T("file_empty"))
-        return docs
+        return [d for d in docs if d is not None] or FileProblem(rel, T("file_empty"))
 
     def objects(self, rel: str) -> list[LineDict] | FileProblem:
         """Kubernetes objects of a manifest, flattening ``kind: List``.
