@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import shlex
 import sys
 from dataclasses import dataclass, field
@@ -396,14 +395,7 @@ def procedure(
     return steps
 
 
-HEREDOC = "YAML"  # the delimiter of each step's objects in the printed script
-
-
-def parse_script(text: str) -> list[list[JsonObject]]:
-    """The objects of each ``kubectl apply`` in a printed procedure, in order (for the tests,
-    which check what was printed, not a second copy of it)."""
-    blocks = re.findall(rf"<<'{HEREDOC}'\n(.*?)\n{HEREDOC}\n", text, re.S)
-    return [[d for d in yaml.safe_load_all(b) if d] for b in blocks]
+HEREDOC = "YAML"  # the delimiter of each step's objects (deploy/pod.py reads them back)
 
 
 def _yaml(objects: list[JsonObject]) -> str:
@@ -526,9 +518,3 @@ def run_cli(args: argparse.Namespace) -> int:
         render(steps, image=args.image, namespace=args.namespace, expect=args.expect, argv=argv)
     )
     return 0
-
-
-def pod_command(objects: list[JsonObject]) -> str:
-    """The Job's pod command as a shell line (for documentation and tests)."""
-    job = objects[-1]
-    return shlex.join(job["spec"]["template"]["spec"]["containers"][0]["command"])
