@@ -339,14 +339,15 @@ def write_csv(class_dir: Path, rows: list[Row], checks: list[CheckInfo]) -> Path
     return write_text(class_dir / CSV_NAME, csv_text(rows, checks))
 
 
-def write_text(path: Path, text: str) -> Path:
-    """Write atomically: a spreadsheet or a browser never reads half a file."""
+def write_text(path: Path, text: str, *, private: bool = False) -> Path:
+    """Write atomically: a spreadsheet, a browser or an LMS never reads half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
         fh.write(text)
-    mask = os.umask(0o022)  # mkstemp makes 0600; these are for sharing, as any new file
-    os.umask(mask)
-    os.chmod(tmp, 0o666 & ~mask)
+    if not private:  # mkstemp makes 0600; the class's files are for sharing, as any new file
+        mask = os.umask(0o022)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)
     os.replace(tmp, path)
     return path

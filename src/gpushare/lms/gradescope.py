@@ -34,7 +34,6 @@ import json
 import os
 import re
 import sys
-import tempfile
 import time
 import traceback
 import zipfile
@@ -42,6 +41,7 @@ from pathlib import Path
 
 import gpushare
 from gpushare import __version__
+from gpushare.classroom.gradebook import write_text
 from gpushare.classroom.inputs import seed_for
 from gpushare.data import JsonObject
 from gpushare.grading import guard
@@ -289,13 +289,8 @@ def gradescope_json(report: Report) -> JsonObject:
 
 
 def write_json(path: Path, data: JsonObject) -> None:
-    """Atomically: Gradescope reads the file once, after run_autograder ends."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, ensure_ascii=False, indent=2)
-        fh.write("\n")
-    os.replace(tmp, path)
+    """Atomically (Gradescope reads the file once, after run_autograder ends), left 0600."""
+    write_text(path, json.dumps(data, ensure_ascii=False, indent=2) + "\n", private=True)
 
 
 def _settings(source: Path) -> JsonObject:
