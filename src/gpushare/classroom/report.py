@@ -138,6 +138,11 @@ def _e(value: object) -> str:
     return html.escape(clean.text(value), quote=True)
 
 
+def _table(t: _Words, *heads: str, attrs: str = "") -> str:
+    """A table's start: its header row, a column per word."""
+    return f"<table{attrs}><tr>" + "".join(f"<th>{_e(t(h))}</th>" for h in heads) + "</tr>"
+
+
 def _link(row: Row, name: str) -> str:
     return quote(f"{row.folder}/{name}")
 
@@ -173,9 +178,7 @@ table.reasons th:nth-child(2) {{ width: 8%; }} table.reasons td {{ overflow-wrap
 
 def _isolation(t: _Words, graded: list[Row]) -> str:
     """The banner: at which isolation level learners' scripts ran, loud when at ``none``."""
-    counts: dict[str, int] = {}
-    for r in graded:
-        counts[r.isolation or "?"] = counts.get(r.isolation or "?", 0) + 1
+    counts = Counter(r.isolation or "?" for r in graded)
     if not counts:
         return ""
     levels = ", ".join(f"{level} ({n})" for level, n in sorted(counts.items()))
@@ -317,10 +320,8 @@ def common_failures(graded: list[Row], number: str) -> list[tuple[str, int, list
         cell = r.cells.get(number)
         if cell is not None and not cell.passed and not cell.error:
             by_reason.setdefault(feedback.reason(cell), []).append(r)
-    counted = Counter({k: len(v) for k, v in by_reason.items()})
-    return [
-        (k, n, by_reason[k]) for k, n in sorted(counted.items(), key=lambda kv: (-kv[1], kv[0]))
-    ]
+    ranked = sorted(by_reason.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    return [(k, len(v), v) for k, v in ranked]
 
 
 def _failures(t: _Words, graded: list[Row], numbers: list[str], lang: str) -> str:
@@ -339,10 +340,7 @@ def _failures(t: _Words, graded: list[Row], numbers: list[str], lang: str) -> st
             f'<span class="note">{_e(t("failed_of", failed=judged - passed, judged=judged))}'
             "</span></h3>"
         )
-        out.append(
-            f"<table class='reasons'><tr><th>{_e(t('reason'))}</th><th>{_e(t('count'))}</th>"
-            f"<th>{_e(t('examples'))}</th></tr>"
-        )
+        out.append(_table(t, "reason", "count", "examples", attrs=" class='reasons'"))
         for reason, count, learners in reasons[:TOP_REASONS]:
             examples = ", ".join(
                 f'<a href="{_link(r, "results.json")}">{_e(r.folder)}</a>'
@@ -367,10 +365,7 @@ def _diff(t: _Words, diff: Diff) -> str:
     if not diff.changes:
         out.append(f"<p>{_e(t('no_changes', n=diff.compared))}</p>")
         return "\n".join(out)
-    out.append(
-        f"<table><tr><th>{_e(t('learner'))}</th><th>{_e(t('before'))}</th>"
-        f"<th>{_e(t('after'))}</th><th>{_e(t('change'))}</th><th>{_e(t('flipped'))}</th></tr>"
-    )
+    out.append(_table(t, "learner", "before", "after", "change", "flipped"))
     for c in diff.changes:
         before = _cell_score(t, c.before) if c.before else _e(t("new"))
         after = _cell_score(t, c.after) if c.after else _e(t("gone"))
@@ -406,8 +401,7 @@ def _cell_score(t: _Words, row: Row) -> str:
 def _errors(t: _Words, errors: list[Row]) -> str:
     out = [
         f"<h2>{_e(t('not_graded_title'))}</h2>",
-        f"<table><tr><th>{_e(t('learner'))}</th><th>{_e(t('snapshot'))}</th>"
-        f"<th>{_e(t('reason'))}</th></tr>",
+        _table(t, "learner", "snapshot", "reason"),
     ]
     for r in errors:
         out.append(
@@ -423,8 +417,7 @@ def _flagged(t: _Words, rows: list[Row]) -> str:
     out = [
         f'<h2 id="flags">{_e(t("flags_title"))}</h2>',
         f'<p class="note">{_e(t("flags_note"))}</p>',
-        f"<table><tr><th>{_e(t('learner'))}</th><th>{_e(t('snapshot'))}</th>"
-        f"<th>{_e(t('flags'))}</th></tr>",
+        _table(t, "learner", "snapshot", "flags"),
     ]
     for r in rows:
         if r.flags:
@@ -458,9 +451,7 @@ def _short(reason: str) -> str:
 def _everyone(t: _Words, rows: list[Row]) -> str:
     out = [
         f"<h2>{_e(t('everyone'))}</h2>",
-        f"<table><tr><th>{_e(t('learner'))}</th><th>{_e(t('score'))}</th>"
-        f"<th>{_e(t('status'))}</th><th>{_e(t('isolation'))}</th><th>{_e(t('snapshot'))}</th>"
-        f"<th>{_e(t('files'))}</th></tr>",
+        _table(t, "learner", "score", "status", "isolation", "snapshot", "files"),
     ]
     for r in rows:
         score = f"{r.score}/{r.max_score}" if r.score is not None else "-"
