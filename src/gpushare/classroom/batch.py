@@ -167,18 +167,10 @@ def grade_class(
 
     def failed(index: int, ended: str, why: str, seconds: float) -> None:
         """A worker that died or hung: its task's error row, written here."""
-        task = tasks[index]
-        report = gradebook.error_results(
-            task.snapshot,
-            why,
-            "timeout" if ended == pool.HUNG else "grader",
-            lang=lang,
-            seed=task.seed,
-            checks=checks,
-            why="timeout" if ended == pool.HUNG else "died",
-            detail=_ended_detail(ended, why, timeout + _GRACE),
-        )
-        results = gradebook.write_error(task.folder, report, checks, task.record)
+        hung = ended == pool.HUNG
+        detail = _ended_detail(ended, why, timeout + _GRACE)
+        kind, sort = ("timeout", "timeout") if hung else ("grader", "died")
+        results = worker.write_error(tasks[index], why, kind, why=sort, detail=detail)
         done(index, worker.Graded(results, cost={}), seconds)
 
     scratch = Path(tempfile.mkdtemp(prefix="gpushare-class-"))
