@@ -240,7 +240,7 @@ def finish(
     changes = None
     if previous is not None and before is not None:
         changes = regrade.compare(str(previous), before, rows, partial=partial)
-    gradebook.write_csv(out, rows, checks)
+    gradebook.write_text(out / gradebook.CSV_NAME, gradebook.csv_text(rows, checks))
     report.write(out / report.REPORT_NAME, rows, checks, lang, seed=seed, diff=changes)
     return ClassRun(out, rows, checks, lang, seed, changes, time.monotonic() - started, costs)
 

@@ -335,10 +335,6 @@ def _num(value: int | None) -> str:
     return "" if value is None else str(value)
 
 
-def write_csv(class_dir: Path, rows: list[Row], checks: list[CheckInfo]) -> Path:
-    return write_text(class_dir / CSV_NAME, csv_text(rows, checks))
-
-
 def write_text(path: Path, text: str, *, private: bool = False) -> Path:
     """Write atomically: a spreadsheet, a browser or an LMS never reads half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
