@@ -29,6 +29,8 @@ from gpushare.reports import clean, junit, messages
 from gpushare.reports.results import CheckResult, Report, number_key
 
 CSV_NAME = "grades.csv"
+# a test's flag in results.json -> the error of its cell, the first that is set
+_ERRORS = (("timed_out", "timeout"), ("could_not_grade", "cluster"), ("grader_error", "grader"))
 
 
 @dataclass(frozen=True)
@@ -108,15 +110,7 @@ def row_from_results(folder: str, results: JsonObject) -> Row:
     cells: dict[str, Cell] = {}
     for test in results.get("tests") or []:
         flags = test.get("extra_data") or {}
-        error = (
-            "timeout"
-            if flags.get("timed_out")
-            else "cluster"
-            if flags.get("could_not_grade")
-            else "grader"
-            if flags.get("grader_error")
-            else ""
-        )
+        error = next((kind for key, kind in _ERRORS if flags.get(key)), "")
         number = str(test.get("number"))
         score = test.get("score")
         cells[number] = Cell(

@@ -167,12 +167,7 @@ class Layout:
 
 
 def _relative(path: Path, root: Path | None) -> Path:
-    if root is None:
-        return Path(path.name)
-    try:
-        return path.relative_to(root)
-    except ValueError:
-        return Path(path.name)
+    return path.relative_to(root) if root and path.is_relative_to(root) else Path(path.name)
 
 
 def read_roster(path: Path) -> dict[str, str]:
