@@ -110,11 +110,11 @@ def render(
     if diff is not None:
         parts.append(_diff(t, diff))
     parts.append(f"<h2>{_e(t('histogram'))}</h2>")
-    parts.append(_figure(_histogram(t, graded)))
+    parts.append(_histogram(t, graded))
     parts.append(f"<h2>{_e(t('step_rates'))}</h2>")
-    parts.append(_figure(_step_rates(t, graded, steps)))
+    parts.append(_step_rates(t, graded, steps))
     parts.append(f"<h2>{_e(t('check_rates'))}</h2>")
-    parts.append(_figure(_check_rates(t, graded, numbers)))
+    parts.append(_check_rates(t, graded, numbers))
     parts.append(_failures(t, graded, numbers, lang))
     if errors:
         parts.append(_errors(t, errors))
@@ -210,10 +210,6 @@ def _summary(t: _Words, rows: list[Row], graded: list[Row], errors: list[Row]) -
 # --------------------------------------------------------------------------- plots
 
 
-def _figure(svg: str) -> str:
-    return f"<figure>{svg}</figure>"
-
-
 def _new_figure(width: float, height: float) -> Figure:
     """A figure for one plot, set up for SVG: text as text, stable ids (and no date: :func:`_svg`).
 
@@ -236,12 +232,13 @@ def _new_figure(width: float, height: float) -> Figure:
 
 
 def _svg(fig: Figure) -> str:
+    """The plot as a ``<figure>`` of the page."""
     buf = io.StringIO()
     with warnings.catch_warnings():  # CJK glyphs are missing from the measuring font only
         warnings.simplefilter("ignore")
         fig.savefig(buf, format="svg", metadata={"Date": None}, bbox_inches="tight")
     svg = buf.getvalue()
-    return svg[svg.index("<svg") :]  # no XML prologue or doctype inside HTML
+    return f"<figure>{svg[svg.index('<svg') :]}</figure>"  # no XML prologue or doctype inside HTML
 
 
 def _histogram(t: _Words, graded: list[Row]) -> str:
