@@ -294,35 +294,16 @@ def make_class(out: Path) -> list[Path]:
 
 
 def printed_job(image: str, shards: int, expect: int) -> list[dict[str, Any]]:
-    """The objects ``gpushare class job`` prints, parsed from its very output: a YAML stream,
-    or a bash procedure whose objects are ``<<'YAML'`` here-documents. ``--expect`` is given
-    where ``class job`` knows it."""
+    """The objects ``gpushare class job`` prints, parsed from its very output (the bash
+    procedure's ``<<'YAML'`` here-documents). ``--expect`` is given where ``class job`` knows
+    it."""
 
     base = ["class", "job", "--image", image, "--shards", str(shards)]
     done = gpushare(*base, "--expect", str(expect), check=False, capture_output=True)
     if done.returncode == 2 and "--expect" in done.stderr:  # a class job without --expect
         done = gpushare(*base, capture_output=True)
     done.check_returncode()
-    return parse_printed(done.stdout)
-
-
-def parse_printed(text: str) -> list[dict[str, Any]]:
-    import yaml
-
-    if text.startswith("#!"):
-        blocks: list[str] = []
-        block: list[str] | None = None
-        for line in text.splitlines():
-            if block is None:
-                if line.rstrip().endswith("<<'YAML'"):
-                    block = []
-            elif line == "YAML":
-                blocks.append("\n".join(block))
-                block = None
-            else:
-                block.append(line)
-        text = "\n---\n".join(blocks)
-    return [o for o in yaml.safe_load_all(text) if o]
+    return [o for block in pod.printed_objects(done.stdout) for o in block]
 
 
 def shared_grade_args(command: list[str]) -> list[str]:

@@ -30,7 +30,17 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import yaml
+
 SETTINGS = ("hostUsers", "procMount", "seccompProfile", "appArmorProfile")
+
+
+def printed_objects(script: str) -> list[list[dict[str, Any]]]:
+    """The objects of each ``kubectl apply`` in the procedure ``gpushare class job`` prints, in
+    order: its ``<<'YAML'`` here-documents (read from the printed text, for ``make images`` and
+    the tests, never from a second copy of it)."""
+    blocks = re.findall(r"<<'YAML'\n(.*?)\nYAML\n", script, re.S)
+    return [[d for d in yaml.safe_load_all(b) if d] for b in blocks]
 
 
 def pod_spec(objects: list[dict[str, Any]]) -> dict[str, Any]:

@@ -14,6 +14,7 @@ import io
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -25,6 +26,7 @@ from typing import Any
 import psutil
 import pytest
 import yaml
+from deploy.pod import pod_spec, printed_objects  # make images reads the printed script so too
 
 from gpushare.classroom import gradebook, inputs, job, pool, report
 from gpushare.lab import binaries
@@ -365,7 +367,7 @@ def test_the_whole_procedure_is_accepted_and_its_pods_scheduled(lab, tmp_path):
     ns = f"class-{os.getpid()}"
     klass = f"gpushare-class-{os.getpid()}"
     script = _printed("--namespace", ns, "--storage-class", klass)
-    blocks = job.parse_script(script)
+    blocks = printed_objects(script)
     assert [[d["kind"] for d in b] for b in blocks] == [
         ["PersistentVolumeClaim", "PersistentVolumeClaim"],
         ["Pod"],
@@ -547,7 +549,8 @@ def test_a_merge_without_a_writable_tmp_or_home_still_writes_the_report(tmp_path
 def test_the_job_command_is_the_class_grade_of_one_shard():
     objects = job.manifests(image="img", shards=4, grade_args=["--seed", "9"], claims=False)
     assert [o["kind"] for o in objects] == ["Job"]
-    assert job.pod_command(objects) == (
+    command = pod_spec(objects)["containers"][0]["command"]
+    assert shlex.join(command) == (
         "gpushare class grade /snapshots --out '/results/shard-$(JOB_COMPLETION_INDEX)' "
         "--shard '$(JOB_COMPLETION_INDEX)/4' --seed 9"
     )

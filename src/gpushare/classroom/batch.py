@@ -167,18 +167,10 @@ def grade_class(
 
     def failed(index: int, ended: str, why: str, seconds: float) -> None:
         """A worker that died or hung: its task's error row, written here."""
-        task = tasks[index]
-        report = gradebook.error_results(
-            task.snapshot,
-            why,
-            "timeout" if ended == pool.HUNG else "grader",
-            lang=lang,
-            seed=task.seed,
-            checks=checks,
-            why="timeout" if ended == pool.HUNG else "died",
-            detail=_ended_detail(ended, why, timeout + _GRACE),
-        )
-        results = gradebook.write_error(task.folder, report, checks, task.record)
+        hung = ended == pool.HUNG
+        detail = _ended_detail(ended, why, timeout + _GRACE)
+        kind, sort = ("timeout", "timeout") if hung else ("grader", "died")
+        results = worker.write_error(tasks[index], why, kind, why=sort, detail=detail)
         done(index, worker.Graded(results, cost={}), seconds)
 
     scratch = Path(tempfile.mkdtemp(prefix="gpushare-class-"))
@@ -248,7 +240,7 @@ def finish(
     changes = None
     if previous is not None and before is not None:
         changes = regrade.compare(str(previous), before, rows, partial=partial)
-    gradebook.write_csv(out, rows, checks)
+    gradebook.write_text(out / gradebook.CSV_NAME, gradebook.csv_text(rows, checks))
     report.write(out / report.REPORT_NAME, rows, checks, lang, seed=seed, diff=changes)
     return ClassRun(out, rows, checks, lang, seed, changes, time.monotonic() - started, costs)
 

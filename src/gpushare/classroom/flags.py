@@ -24,6 +24,7 @@ from __future__ import annotations
 import datetime as dt
 import unicodedata
 from collections.abc import Iterable
+from operator import attrgetter
 from pathlib import Path
 
 from gpushare import locations
@@ -127,11 +128,8 @@ def _uid(row: Row) -> str:
 
 def _others(row: Row, rows: list[Row], by_folder: bool = False) -> str:
     """The other learners (or rows) of a group, as the report names them."""
-    if by_folder:
-        names = sorted({r.folder for r in rows if r.folder != row.folder})
-    else:
-        names = sorted({r.learner for r in rows if r.learner != row.learner})
-    return ", ".join(names)
+    name = attrgetter("folder" if by_folder else "learner")
+    return ", ".join(sorted({name(r) for r in rows if name(r) != name(row)}))
 
 
 def _claim(sub: JsonObject) -> str:

@@ -29,6 +29,8 @@ from gpushare.reports import clean, junit, messages
 from gpushare.reports.results import CheckResult, Report, number_key
 
 CSV_NAME = "grades.csv"
+# a test's flag in results.json -> the error of its cell, the first that is set
+_ERRORS = (("timed_out", "timeout"), ("could_not_grade", "cluster"), ("grader_error", "grader"))
 
 
 @dataclass(frozen=True)
@@ -108,15 +110,7 @@ def row_from_results(folder: str, results: JsonObject) -> Row:
     cells: dict[str, Cell] = {}
     for test in results.get("tests") or []:
         flags = test.get("extra_data") or {}
-        error = (
-            "timeout"
-            if flags.get("timed_out")
-            else "cluster"
-            if flags.get("could_not_grade")
-            else "grader"
-            if flags.get("grader_error")
-            else ""
-        )
+        error = next((kind for key, kind in _ERRORS if flags.get(key)), "")
         number = str(test.get("number"))
         score = test.get("score")
         cells[number] = Cell(
@@ -335,18 +329,15 @@ def _num(value: int | None) -> str:
     return "" if value is None else str(value)
 
 
-def write_csv(class_dir: Path, rows: list[Row], checks: list[CheckInfo]) -> Path:
-    return write_text(class_dir / CSV_NAME, csv_text(rows, checks))
-
-
-def write_text(path: Path, text: str) -> Path:
-    """Write atomically: a spreadsheet or a browser never reads half a file."""
+def write_text(path: Path, text: str, *, private: bool = False) -> Path:
+    """Write atomically: a spreadsheet, a browser or an LMS never reads half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
         fh.write(text)
-    mask = os.umask(0o022)  # mkstemp makes 0600; these are for sharing, as any new file
-    os.umask(mask)
-    os.chmod(tmp, 0o666 & ~mask)
+    if not private:  # mkstemp makes 0600; the class's files are for sharing, as any new file
+        mask = os.umask(0o022)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)
     os.replace(tmp, path)
     return path

@@ -36,7 +36,6 @@ import re
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import unquote
 
 import yaml
 
@@ -92,11 +91,6 @@ def _cap(name: str, learner: str) -> str:
     cut = name.encode()[:room].decode("utf-8", "ignore")
     cut = re.sub(r"%[0-9A-F]?$", "", cut)  # never half an escape
     return f"{cut}~{digest}"
-
-
-def learner_of(folder: str) -> str:
-    """The learner a folder name stands for (a name cut for length keeps its first part)."""
-    return "" if folder == "%" else unquote(folder, errors="surrogatepass")
 
 
 @dataclass(frozen=True)
@@ -173,12 +167,7 @@ class Layout:
 
 
 def _relative(path: Path, root: Path | None) -> Path:
-    if root is None:
-        return Path(path.name)
-    try:
-        return path.relative_to(root)
-    except ValueError:
-        return Path(path.name)
+    return path.relative_to(root) if root and path.is_relative_to(root) else Path(path.name)
 
 
 def read_roster(path: Path) -> dict[str, str]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -62,8 +63,7 @@ class Submission:
         ``<learner>/<snapshot name without the suffix>``."""
         if not (every or self.apart):
             return self.learner
-        stem = self.name[: -len(SUFFIX)] if self.name.endswith(SUFFIX) else self.name
-        return f"{self.learner}/{identity.folder_name(stem)}"
+        return f"{self.learner}/{identity.folder_name(self.name.removesuffix(SUFFIX))}"
 
     def record(self) -> dict[str, object]:
         """What a class run keeps of it in results.json (``extra_data.submission``): what
@@ -123,7 +123,7 @@ def describe(path: Path, root: Path | None = None, layout: Layout | None = None)
     elif claimed:
         learner, source = claimed, "manifest"
     else:
-        stem = path.name[: -len(SUFFIX)] if path.name.endswith(SUFFIX) else path.name
+        stem = path.name.removesuffix(SUFFIX)
         learner, source = (match["learner"] if match else stem), "file name"
     digest = _text(manifest.get("sha256"))
     return Submission(
@@ -178,9 +178,7 @@ def select(submissions: list[Submission], every: bool = False) -> list[Submissio
         held = kept.get(key)
         if held is None or (sub.captured_at, sub.name) > (held.captured_at, held.name):
             kept[key] = sub
-    groups: dict[str, int] = {}
-    for folder, _trusted, _uid in kept:
-        groups[folder] = groups.get(folder, 0) + 1
+    groups = Counter(folder for folder, _trusted, _uid in kept)
     # a file only its manifest calls someone's never takes the row of a learner the layout
     # names, nor of another cluster's file that names the same learner: it gets a row apart
     chosen = [

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import shlex
 import sys
 from dataclasses import dataclass, field
@@ -161,32 +160,31 @@ def manifests(
                         {"name": "results", "persistentVolumeClaim": {"claimName": results_claim}},
                         {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
                     ],
+                    "initContainers": _wait_ready(image),
                 },
+            },
+            # a refusal (exit 2: not the expected snapshots, no sandbox) fails its index
+            # without a retry that could only be refused again
+            "podFailurePolicy": {
+                "rules": [
+                    {"action": "FailIndex", "onExitCodes": {"operator": "In", "values": [2]}},
+                    {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
+                ]
             },
         },
     }
     objects: list[JsonObject] = []
-    if claims:
-        for claim, mode, size in (
-            (snapshots_claim, "ReadWriteMany", snapshots_size),  # the loader writes it
-            (results_claim, "ReadWriteMany", results_size),
-        ):
-            spec: JsonObject = {
-                "accessModes": [mode],
-                "resources": {"requests": {"storage": size}},
-            }
-            if storage_class:
-                spec["storageClassName"] = storage_class
-            objects.append(
-                {
-                    "apiVersion": "v1",
-                    "kind": "PersistentVolumeClaim",
-                    "metadata": {"name": claim, **meta},
-                    "spec": spec,
-                }
-            )
-    objects.append(_wait_for_the_loader(job, image))
-    return objects
+    # ReadWriteMany both: the loader writes the snapshots, every shard writes its results
+    for claim, size in ((snapshots_claim, snapshots_size), (results_claim, results_size)):
+        spec: JsonObject = {
+            "accessModes": ["ReadWriteMany"],
+            "resources": {"requests": {"storage": size}},
+        }
+        if storage_class:
+            spec["storageClassName"] = storage_class
+        kind = {"apiVersion": "v1", "kind": "PersistentVolumeClaim"}
+        objects.append({**kind, "metadata": {"name": claim, **meta}, "spec": spec})
+    return [*objects, job] if claims else [job]
 
 
 # --------------------------------------------------------------------------- the procedure
@@ -201,24 +199,16 @@ def _restricted(container: JsonObject) -> JsonObject:
     }
 
 
-def _wait_for_the_loader(job: JsonObject, image: str) -> JsonObject:
-    """The grading pods start only once the loader marked the snapshots complete, and a
-    refusal (exit 2: not the expected snapshots, no sandbox) fails its index without a retry
-    that could only be refused again."""
-    spec = job["spec"]
-    spec["podFailurePolicy"] = {
-        "rules": [
-            {"action": "FailIndex", "onExitCodes": {"operator": "In", "values": [2]}},
-            {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
-        ]
-    }
+def _wait_ready(image: str) -> list[JsonObject]:
+    """The grading pods' init container: they start only once the loader marked the snapshots
+    complete."""
     marker = f"{SNAPSHOTS}/{READY}"
     wait = (
         f'timeout {READY_WAIT} sh -c "until [ -e {marker} ]; do sleep 2; done" || '
         f'{{ echo "gpushare: no {marker} after {READY_WAIT} s: the snapshots were never '
         'marked complete (step 2 of the procedure)" >&2; exit 2; }'
     )
-    init = _restricted(
+    init: list[JsonObject] = _restricted(
         {
             "name": "wait-ready",
             "image": image,
@@ -227,8 +217,7 @@ def _wait_for_the_loader(job: JsonObject, image: str) -> JsonObject:
             "volumeMounts": [{"name": "snapshots", "mountPath": SNAPSHOTS, "readOnly": True}],
         }
     )["containers"]
-    spec["template"]["spec"]["initContainers"] = init
-    return job
+    return init
 
 
 def _helper_pod(
@@ -261,23 +250,22 @@ def _helper_pod(
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, **meta}, "spec": spec}
 
 
-def merge_job(
-    *, image: str, shards: int, name: str, meta: JsonObject, results_claim: str, memory: str
-) -> JsonObject:
+def merge_job(args: argparse.Namespace, meta: JsonObject) -> JsonObject:
     """``class merge`` of every shard, named one by one (a missing shard is an error, not a
     smaller class), with the writable ``/tmp`` and ``MPLCONFIGDIR`` matplotlib needs."""
+    memory = args.memory
     command = [
         "gpushare",
         "class",
         "merge",
-        *(f"{RESULTS}/shard-{i}" for i in range(shards)),
+        *(f"{RESULTS}/shard-{i}" for i in range(args.shards)),
         "--out",
         f"{RESULTS}/class",
     ]
     spec = _restricted(
         {
             "name": "merge",
-            "image": image,
+            "image": args.image,
             "command": command,
             "env": [
                 {"name": "MPLCONFIGDIR", "value": "/tmp/matplotlib"},
@@ -294,14 +282,14 @@ def merge_job(
     spec.update(
         restartPolicy="Never",
         volumes=[
-            {"name": "results", "persistentVolumeClaim": {"claimName": results_claim}},
+            {"name": "results", "persistentVolumeClaim": {"claimName": args.results_claim}},
             {"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}},
         ],
     )
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {"name": f"{name}-merge", **meta},
+        "metadata": {"name": f"{args.name}-merge", **meta},
         "spec": {"backoffLimit": 1, "template": {"metadata": {}, "spec": spec}},
     }
 
@@ -316,19 +304,26 @@ class Step:
     before: list[str] = field(default_factory=list)  # an earlier run's leftovers removed
 
 
-def procedure(
-    objects: list[JsonObject],
-    *,
-    expect: int,
-    image: str,
-    shards: int,
-    name: str,
-    snapshots_claim: str,
-    results_claim: str,
-    memory: str,
-) -> list[Step]:
-    """The whole procedure: ``objects`` (what :func:`manifests` made of the same options), then
+def procedure(args: argparse.Namespace) -> list[Step]:
+    """The whole procedure of ``class job``'s options: the objects of :func:`manifests`, then
     the pods and commands around them."""
+    objects = manifests(
+        image=args.image,
+        shards=args.shards,
+        name=args.name,
+        namespace=args.namespace,
+        snapshots_claim=args.snapshots_claim,
+        results_claim=args.results_claim,
+        claims=not args.no_claims,
+        storage_class=args.storage_class,
+        snapshots_size=args.snapshots_size,
+        results_size=args.results_size,
+        cpu=args.cpu,
+        memory=args.memory,
+        grade_args=grade_args(args),
+        unsafe_no_sandbox=args.unsafe_no_sandbox,
+    )
+    expect, image, shards, name = args.expect, args.image, args.shards, args.name
     if expect < 1:
         raise ValueError("--expect must be at least 1 (the number of snapshots to grade)")
     job = objects[-1]
@@ -345,7 +340,7 @@ def procedure(
         Step(
             f"2. The loader: stream the {expect} snapshots into their claim, then mark them "
             "complete.",
-            [_helper_pod(loader, meta, image, snapshots_claim, SNAPSHOTS, False, 7200)],
+            [_helper_pod(loader, meta, image, args.snapshots_claim, SNAPSHOTS, False, 7200)],
             [
                 f"k wait --for=condition=Ready pod/{loader} --timeout=15m",
                 f"k exec {loader} -- rm -f {SNAPSHOTS}/{READY}",
@@ -366,22 +361,13 @@ def procedure(
         ),
         Step(
             "4. The merge: one grades.csv and one report.html in the results claim's class/.",
-            [
-                merge_job(
-                    image=image,
-                    shards=shards,
-                    name=name,
-                    meta=meta,
-                    results_claim=results_claim,
-                    memory=memory,
-                )
-            ],
+            [merge_job(args, meta)],
             [f"wait_job {merger}"],
         ),
         Step(
             '5. The results out: class/ into "$OUT" (grades.csv, report.html, every '
             "learner's results).",
-            [_helper_pod(retriever, meta, image, results_claim, RESULTS, True, 3600)],
+            [_helper_pod(retriever, meta, image, args.results_claim, RESULTS, True, 3600)],
             [
                 f"k wait --for=condition=Ready pod/{retriever} --timeout=15m",
                 'mkdir -p "$OUT"',
@@ -396,14 +382,7 @@ def procedure(
     return steps
 
 
-HEREDOC = "YAML"  # the delimiter of each step's objects in the printed script
-
-
-def parse_script(text: str) -> list[list[JsonObject]]:
-    """The objects of each ``kubectl apply`` in a printed procedure, in order (for the tests,
-    which check what was printed, not a second copy of it)."""
-    blocks = re.findall(rf"<<'{HEREDOC}'\n(.*?)\n{HEREDOC}\n", text, re.S)
-    return [[d for d in yaml.safe_load_all(b) if d] for b in blocks]
+HEREDOC = "YAML"  # the delimiter of each step's objects (deploy/pod.py reads them back)
 
 
 def _yaml(objects: list[JsonObject]) -> str:
@@ -412,8 +391,9 @@ def _yaml(objects: list[JsonObject]) -> str:
     return yaml.safe_dump_all(plain, sort_keys=False, default_flow_style=False)
 
 
-def render(steps: list[Step], *, image: str, namespace: str | None, expect: int, argv: str) -> str:
+def render(steps: list[Step], args: argparse.Namespace, argv: str) -> str:
     """The procedure as a bash script: run it where kubectl reaches the cluster."""
+    image, namespace, expect = args.image, args.namespace, args.expect
     ns = f" --namespace {shlex.quote(namespace)}" if namespace else ""
     img = shlex.quote(image)
     lines = [
@@ -492,43 +472,10 @@ def _cores(cpu: str) -> int:
 
 def run_cli(args: argparse.Namespace) -> int:
     try:
-        objects = manifests(
-            image=args.image,
-            shards=args.shards,
-            name=args.name,
-            namespace=args.namespace,
-            snapshots_claim=args.snapshots_claim,
-            results_claim=args.results_claim,
-            claims=not args.no_claims,
-            storage_class=args.storage_class,
-            snapshots_size=args.snapshots_size,
-            results_size=args.results_size,
-            cpu=args.cpu,
-            memory=args.memory,
-            grade_args=grade_args(args),
-            unsafe_no_sandbox=args.unsafe_no_sandbox,
-        )
-        steps = procedure(
-            objects,
-            expect=args.expect,
-            image=args.image,
-            shards=args.shards,
-            name=args.name,
-            snapshots_claim=args.snapshots_claim,
-            results_claim=args.results_claim,
-            memory=args.memory,
-        )
+        steps = procedure(args)
     except ValueError as exc:
         print(f"gpushare: {exc}", file=sys.stderr)
         return 2
     argv = shlex.join(["gpushare", *sys.argv[1:]]) if sys.argv[1:2] == ["class"] else "gpushare"
-    sys.stdout.write(
-        render(steps, image=args.image, namespace=args.namespace, expect=args.expect, argv=argv)
-    )
+    sys.stdout.write(render(steps, args, argv))
     return 0
-
-
-def pod_command(objects: list[JsonObject]) -> str:
-    """The Job's pod command as a shell line (for documentation and tests)."""
-    job = objects[-1]
-    return shlex.join(job["spec"]["template"]["spec"]["containers"][0]["command"])

@@ -110,11 +110,11 @@ def render(
     if diff is not None:
         parts.append(_diff(t, diff))
     parts.append(f"<h2>{_e(t('histogram'))}</h2>")
-    parts.append(_figure(_histogram(t, graded)))
+    parts.append(_histogram(t, graded))
     parts.append(f"<h2>{_e(t('step_rates'))}</h2>")
-    parts.append(_figure(_step_rates(t, graded, steps)))
+    parts.append(_step_rates(t, graded, steps))
     parts.append(f"<h2>{_e(t('check_rates'))}</h2>")
-    parts.append(_figure(_check_rates(t, graded, numbers)))
+    parts.append(_check_rates(t, graded, numbers))
     parts.append(_failures(t, graded, numbers, lang))
     if errors:
         parts.append(_errors(t, errors))
@@ -136,6 +136,11 @@ class _Words:
 def _e(value: object) -> str:
     # bidi overrides and controls shown, not obeyed
     return html.escape(clean.text(value), quote=True)
+
+
+def _table(t: _Words, *heads: str, attrs: str = "") -> str:
+    """A table's start: its header row, a column per word."""
+    return f"<table{attrs}><tr>" + "".join(f"<th>{_e(t(h))}</th>" for h in heads) + "</tr>"
 
 
 def _link(row: Row, name: str) -> str:
@@ -173,9 +178,7 @@ table.reasons th:nth-child(2) {{ width: 8%; }} table.reasons td {{ overflow-wrap
 
 def _isolation(t: _Words, graded: list[Row]) -> str:
     """The banner: at which isolation level learners' scripts ran, loud when at ``none``."""
-    counts: dict[str, int] = {}
-    for r in graded:
-        counts[r.isolation or "?"] = counts.get(r.isolation or "?", 0) + 1
+    counts = Counter(r.isolation or "?" for r in graded)
     if not counts:
         return ""
     levels = ", ".join(f"{level} ({n})" for level, n in sorted(counts.items()))
@@ -207,10 +210,6 @@ def _summary(t: _Words, rows: list[Row], graded: list[Row], errors: list[Row]) -
 # --------------------------------------------------------------------------- plots
 
 
-def _figure(svg: str) -> str:
-    return f"<figure>{svg}</figure>"
-
-
 def _new_figure(width: float, height: float) -> Figure:
     """A figure for one plot, set up for SVG: text as text, stable ids (and no date: :func:`_svg`).
 
@@ -233,12 +232,13 @@ def _new_figure(width: float, height: float) -> Figure:
 
 
 def _svg(fig: Figure) -> str:
+    """The plot as a ``<figure>`` of the page."""
     buf = io.StringIO()
     with warnings.catch_warnings():  # CJK glyphs are missing from the measuring font only
         warnings.simplefilter("ignore")
         fig.savefig(buf, format="svg", metadata={"Date": None}, bbox_inches="tight")
     svg = buf.getvalue()
-    return svg[svg.index("<svg") :]  # no XML prologue or doctype inside HTML
+    return f"<figure>{svg[svg.index('<svg') :]}</figure>"  # no XML prologue or doctype inside HTML
 
 
 def _histogram(t: _Words, graded: list[Row]) -> str:
@@ -317,10 +317,8 @@ def common_failures(graded: list[Row], number: str) -> list[tuple[str, int, list
         cell = r.cells.get(number)
         if cell is not None and not cell.passed and not cell.error:
             by_reason.setdefault(feedback.reason(cell), []).append(r)
-    counted = Counter({k: len(v) for k, v in by_reason.items()})
-    return [
-        (k, n, by_reason[k]) for k, n in sorted(counted.items(), key=lambda kv: (-kv[1], kv[0]))
-    ]
+    ranked = sorted(by_reason.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    return [(k, len(v), v) for k, v in ranked]
 
 
 def _failures(t: _Words, graded: list[Row], numbers: list[str], lang: str) -> str:
@@ -339,10 +337,7 @@ def _failures(t: _Words, graded: list[Row], numbers: list[str], lang: str) -> st
             f'<span class="note">{_e(t("failed_of", failed=judged - passed, judged=judged))}'
             "</span></h3>"
         )
-        out.append(
-            f"<table class='reasons'><tr><th>{_e(t('reason'))}</th><th>{_e(t('count'))}</th>"
-            f"<th>{_e(t('examples'))}</th></tr>"
-        )
+        out.append(_table(t, "reason", "count", "examples", attrs=" class='reasons'"))
         for reason, count, learners in reasons[:TOP_REASONS]:
             examples = ", ".join(
                 f'<a href="{_link(r, "results.json")}">{_e(r.folder)}</a>'
@@ -367,10 +362,7 @@ def _diff(t: _Words, diff: Diff) -> str:
     if not diff.changes:
         out.append(f"<p>{_e(t('no_changes', n=diff.compared))}</p>")
         return "\n".join(out)
-    out.append(
-        f"<table><tr><th>{_e(t('learner'))}</th><th>{_e(t('before'))}</th>"
-        f"<th>{_e(t('after'))}</th><th>{_e(t('change'))}</th><th>{_e(t('flipped'))}</th></tr>"
-    )
+    out.append(_table(t, "learner", "before", "after", "change", "flipped"))
     for c in diff.changes:
         before = _cell_score(t, c.before) if c.before else _e(t("new"))
         after = _cell_score(t, c.after) if c.after else _e(t("gone"))
@@ -406,8 +398,7 @@ def _cell_score(t: _Words, row: Row) -> str:
 def _errors(t: _Words, errors: list[Row]) -> str:
     out = [
         f"<h2>{_e(t('not_graded_title'))}</h2>",
-        f"<table><tr><th>{_e(t('learner'))}</th><th>{_e(t('snapshot'))}</th>"
-        f"<th>{_e(t('reason'))}</th></tr>",
+        _table(t, "learner", "snapshot", "reason"),
     ]
     for r in errors:
         out.append(
@@ -423,8 +414,7 @@ def _flagged(t: _Words, rows: list[Row]) -> str:
     out = [
         f'<h2 id="flags">{_e(t("flags_title"))}</h2>',
         f'<p class="note">{_e(t("flags_note"))}</p>',
-        f"<table><tr><th>{_e(t('learner'))}</th><th>{_e(t('snapshot'))}</th>"
-        f"<th>{_e(t('flags'))}</th></tr>",
+        _table(t, "learner", "snapshot", "flags"),
     ]
     for r in rows:
         if r.flags:
@@ -458,9 +448,7 @@ def _short(reason: str) -> str:
 def _everyone(t: _Words, rows: list[Row]) -> str:
     out = [
         f"<h2>{_e(t('everyone'))}</h2>",
-        f"<table><tr><th>{_e(t('learner'))}</th><th>{_e(t('score'))}</th>"
-        f"<th>{_e(t('status'))}</th><th>{_e(t('isolation'))}</th><th>{_e(t('snapshot'))}</th>"
-        f"<th>{_e(t('files'))}</th></tr>",
+        _table(t, "learner", "score", "status", "isolation", "snapshot", "files"),
     ]
     for r in rows:
         score = f"{r.score}/{r.max_score}" if r.score is not None else "-"

@@ -85,15 +85,15 @@ def grade_one(task: Task) -> tuple[Graded, bool]:
         results = gradebook.write_results(task.folder, outcome.report.as_json(), task.record)
         retire = bool(outcome.report.timed_out) or threading.active_count() > 1
     except SnapshotError as exc:
-        results = _error(task, str(exc), "cluster", why=exc.kind, detail=exc.detail)
+        results = write_error(task, str(exc), "cluster", why=exc.kind, detail=exc.detail)
     except (OptionError, GradeError) as exc:
-        results = _error(task, str(exc), "cluster")
+        results = write_error(task, str(exc), "cluster")
     except Exception as exc:  # a bug of ours: this submission's row says so, the class goes on
         if guard.out_of_memory(exc):
             error = guard.memory_message()
         else:
             error = f"{type(exc).__name__}: {exc}"
-        results = _error(task, error, "grader", detail=T("grade_crashed", error=error[:300]))
+        results = write_error(task, error, "grader", detail=T("grade_crashed", error=error[:300]))
         retire = True
     c1 = os.times()
     cost = {
@@ -105,9 +105,11 @@ def grade_one(task: Task) -> tuple[Graded, bool]:
     return Graded(results, cost), retire
 
 
-def _error(
+def write_error(
     task: Task, reason: str, kind: str, why: str = "", detail: T | None = None
 ) -> JsonObject:
+    """The error row of ``task`` (:func:`gradebook.error_results`), written as a grade's is:
+    from this worker, or from the parent for a worker that died or hung."""
     checks = list(task.checks)
     report = gradebook.error_results(
         task.snapshot,

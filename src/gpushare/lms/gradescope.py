@@ -34,7 +34,6 @@ import json
 import os
 import re
 import sys
-import tempfile
 import time
 import traceback
 import zipfile
@@ -42,6 +41,7 @@ from pathlib import Path
 
 import gpushare
 from gpushare import __version__
+from gpushare.classroom.gradebook import write_text
 from gpushare.classroom.inputs import seed_for
 from gpushare.data import JsonObject
 from gpushare.grading import guard
@@ -152,11 +152,12 @@ def bundle(
         raise BundleError(f"--timeout {timeout:g}: give seconds below Gradescope's 600")
     if sandbox not in ("auto", "require"):
         raise BundleError(f"--sandbox {sandbox}: auto or require")
-    if lang is not None:
-        try:
-            lang = messages.resolve_lang(lang)
-        except ValueError as exc:
-            raise BundleError(str(exc)) from None
+    # --lang, else GPUSHARE_LANG, else zh: written out, never the builder's locale, nor null
+    chosen = lang or os.environ.get("GPUSHARE_LANG") or messages.DEFAULT_LANG
+    try:
+        lang = messages.resolve_lang(chosen)
+    except ValueError as exc:
+        raise BundleError(str(exc)) from None
     policy_bytes = DEFAULT_POLICY.encode()  # always one, so every bundle has the same layout
     if policy is not None:
         try:
@@ -164,7 +165,6 @@ def bundle(
         except PolicyError as exc:
             raise BundleError(str(exc)) from None
         policy_bytes = Path(policy).read_bytes()
-    lang = lang or _default_lang()  # written out: never the builder's locale, nor null
     settings = {
         "gpushare_version": __version__,
         "timeout": timeout,
@@ -195,14 +195,6 @@ def bundle(
     finally:
         tmp.unlink(missing_ok=True)
     return out
-
-
-def _default_lang() -> str:
-    """Without ``--lang``: ``GPUSHARE_LANG``, else the documented default (zh)."""
-    try:
-        return messages.resolve_lang(os.environ.get("GPUSHARE_LANG") or messages.DEFAULT_LANG)
-    except ValueError as exc:
-        raise BundleError(str(exc)) from None
 
 
 # --------------------------------------------------------------------------- run_autograder
@@ -289,13 +281,8 @@ def gradescope_json(report: Report) -> JsonObject:
 
 
 def write_json(path: Path, data: JsonObject) -> None:
-    """Atomically: Gradescope reads the file once, after run_autograder ends."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, ensure_ascii=False, indent=2)
-        fh.write("\n")
-    os.replace(tmp, path)
+    """Atomically (Gradescope reads the file once, after run_autograder ends), left 0600."""
+    write_text(path, json.dumps(data, ensure_ascii=False, indent=2) + "\n", private=True)
 
 
 def _settings(source: Path) -> JsonObject:
