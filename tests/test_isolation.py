@@ -15,6 +15,9 @@ import errno
 import os
 import shutil
 import socket
+import subprocess
+import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -531,6 +534,55 @@ def test_policy_with_bubblewrap(fresh_probe: pytest.MonkeyPatch) -> None:
     assert chosen.own_uid == ids.can_switch()  # root never maps the sandbox to uid 0
     with Supervisor(sandbox=chosen) as sandboxed, Supervisor() as plain:
         assert (sandboxed.sandbox.level, plain.sandbox.level) == ("bubblewrap", "none")
+
+
+_SUBREAPER = """
+import ctypes, os, subprocess, sys, time
+ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: the grade's orphans come here
+subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+alive = []
+for name in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        stat = open(f"/proc/{name}/stat").read()
+    except OSError:
+        continue
+    state, ppid = stat[stat.rfind(")") + 2 :].split()[:2]
+    if int(ppid) == os.getpid() and state not in "ZX":
+        alive.append(stat[: stat.rfind(")") + 1])
+print(alive)
+time.sleep(0.2)
+"""
+
+
+@pytest.mark.skipif(not PROBE.available, reason=f"no bubblewrap: {PROBE.reason}")
+@pytest.mark.parametrize(
+    "args",
+    [["--snapshot", "/nonexistent.gpushare.tgz"], ["--step", "1", "--kubeconfig", "/nonexistent"]],
+    ids=["refused", "no-learner-code"],
+)
+def test_a_grade_leaves_no_trial_of_the_sandbox_running(args: list[str]) -> None:
+    """A grade starts its trial of the sandbox first (probe_soon); one refused at once, or of
+    steps that run no learner code, must still end it before it exits: what it left running
+    would be re-parented to this test's subreaper. The trial is made slow (a bwrap that lingers
+    a second after its sandbox ended), so a grade that does not wait for it is caught."""
+    assert PROBE.isolation is not None
+    folder = Path(tempfile.mkdtemp(prefix="gpushare-slow-bwrap-"))
+    try:
+        folder.chmod(0o755)  # the trial runs as the run's uid
+        slow = folder / "bwrap"
+        slow.write_text(f'#!/bin/sh\n{PROBE.isolation.bwrap} "$@"\ns=$?\nsleep 1\nexit $s\n')
+        slow.chmod(0o755)
+        gpushare = [sys.executable, "-m", "gpushare", "grade", "--workdir", str(folder), *args]
+        found = subprocess.run(
+            [sys.executable, "-c", _SUBREAPER, *gpushare],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, isolation.BWRAP_ENV: str(slow)},
+        )
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    assert found.stdout.strip() == "[]", found.stdout + found.stderr
 
 
 @pytest.mark.parametrize("bwrap", [None, "/bin/false"])

@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -385,6 +386,76 @@ def test_the_scripts_python3_finds_yaml_without_site_packages(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == found.pyyaml_version
     assert not list(tmp_path.glob("*/lib/python3*/site-packages"))
+
+
+def test_every_virtualenv_of_one_interpreter_shares_one_copy(tmp_path):
+    """Two virtualenvs of this interpreter, each with its own PyYAML (as every CI clone and
+    worktree has): one copy of the runtime serves both, and a PyYAML that differs gets its own."""
+    import yaml
+
+    source = Path(yaml.__file__).parent
+    base = tmp_path / "runtimes"
+    homes = []
+    for name in ("a", "b"):
+        venv = tmp_path / name
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+        site = next(venv.glob("lib/python3*/site-packages"))
+        shutil.copytree(source, site / "yaml")
+        code = (
+            "import sys; from gpushare.sandbox import runtime; "
+            "print(runtime.find(sys.argv[1]).home)"
+        )
+        env = {**os.environ, "PYTHONPATH": str(Path(runtime.__file__).parents[2])}
+        found = subprocess.run(
+            [str(venv / "bin/python"), "-c", code, str(base)],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+        )
+        homes.append(found.stdout.strip())
+    assert homes[0] == homes[1], homes
+    assert [p.name for p in base.iterdir()] == [Path(homes[0]).name]
+    exe, stdlib = os.path.realpath(sys.executable), os.path.realpath(Path(os.__file__).parent)
+    version = ".".join(str(n) for n in sys.version_info[:3])
+    a_yaml, b_yaml = (
+        str(next((tmp_path / n).glob("lib/python3*/site-packages/yaml"))) for n in "ab"
+    )
+    assert runtime.key(exe, stdlib, version, [a_yaml]) == Path(homes[0]).name
+    assert runtime.key(exe, stdlib, version, [b_yaml]) == Path(homes[0]).name
+    with open(Path(b_yaml, "__init__.py"), "a", encoding="utf-8") as fh:
+        fh.write("# another PyYAML\n")
+    assert runtime.key(exe, stdlib, version, [b_yaml]) != Path(homes[0]).name
+
+
+def test_prune_removes_the_copies_no_grade_uses(tmp_path):
+    """Gone: a copy whose interpreter was deleted, one of the older layout made over a day
+    ago, one left half-made by a dead grader. Kept: the others, which a grade may be using."""
+
+    def copy(name: str, source: str | None = None, age_s: float = 0) -> Path:
+        folder = tmp_path / name
+        (folder / "bin").mkdir(parents=True)
+        if source is not None:
+            (folder / "source").write_text(source + "\n")
+        if age_s:
+            then = time.time() - age_s
+            os.utime(folder, (then, then))
+        return folder
+
+    dead = int(Path("/proc/sys/kernel/pid_max").read_text()) + 1  # no process has it
+    removed = [
+        copy("3.11.7-0000000a", "/nonexistent/venv/bin/python3"),
+        copy("3.11.7-0000000b", age_s=2 * 86400),
+        copy(f"3.11.7-0000000c.{dead}.tmp"),
+    ]
+    kept = [
+        copy("3.11.7-0000000d", os.path.realpath(sys.executable)),
+        copy("3.11.7-0000000e", age_s=3600),
+        copy(f"3.11.7-0000000f.{os.getpid()}.tmp"),
+    ]
+    assert sorted(runtime.prune(str(tmp_path))) == sorted(str(p) for p in removed)
+    assert sorted(tmp_path.iterdir()) == sorted(kept)
+    assert runtime.prune(str(tmp_path / "absent")) == []
 
 
 @pytest.mark.skipif(not PROBE.available, reason=f"no bubblewrap: {PROBE.reason}")

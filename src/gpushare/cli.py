@@ -24,7 +24,7 @@ from gpushare.grading import grade, runner
 from gpushare.kube.errors import KubeconfigError, Unreachable
 from gpushare.locations import cluster_name, default_workdir, graders_dir
 from gpushare.precompile import precompile
-from gpushare.sandbox import isolation
+from gpushare.sandbox import isolation, runtime
 
 EXIT_OK, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
 
@@ -256,7 +256,10 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "grade":
         if not args.unsafe_no_sandbox:
             isolation.probe_soon()  # its few ms of waiting overlap the grade's start
-        return grade.run_cli(args)
+        try:
+            return grade.run_cli(args)
+        finally:
+            isolation.settle()  # not left running when the grade never needed its answer
     if args.command == "snapshot":
         from gpushare.grading import capture  # lazy: 17 ms (snapshots, YAML)
 
@@ -274,6 +277,13 @@ def _dispatch(args: argparse.Namespace) -> int:
     try:
         if args.command == "setup":
             precompile(graders_dir())
+            pruned = runtime.prune()
+            if pruned:
+                print(
+                    f"[gpushare] removed {len(pruned)} copies of the sandbox's python3 that no "
+                    f"grade uses any more ({os.path.dirname(pruned[0])})",
+                    file=sys.stderr,
+                )
             paths = binaries.ensure()
             if args.print:
                 print(json.dumps({k: str(v) for k, v in paths.items()}, indent=2))

@@ -148,7 +148,7 @@ def _link(row: Row, name: str) -> str:
 
 
 def _head(title: str, lang: str) -> str:
-    html_lang = {"zh": "zh-Hans", "ko": "ko", "en": "en"}.get(lang, lang)
+    html_lang = messages.catalog(lang)["class"].get("html_lang") or lang  # its catalog says
     return f"""<!DOCTYPE html>
 <html lang="{html_lang}"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
