@@ -34,7 +34,9 @@ from gpushare.classroom import batch  # noqa: E402
 from gpushare.lab import cluster, solve  # noqa: E402
 from gpushare.sandbox import isolation  # noqa: E402
 
-NAME = os.environ.get("GPUSHARE_CLUSTER", "gpushare")
+# the benchmarks' own lab, never a learner's (GPUSHARE_CLUSTER): it is reset between
+# measurements, which would wipe a learner's work; ended when the benchmark is done
+NAME = os.environ.get("GPUSHARE_BENCH_CLUSTER", "gpushare-bench")
 COUNT = int(os.environ.get("BENCH_CLASS_COUNT", "200"))
 REPLAYS = 3
 TARGET = 3.0
@@ -140,4 +142,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    finally:
+        cluster.down(NAME)

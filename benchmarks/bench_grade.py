@@ -28,7 +28,9 @@ from gpushare.grading import runner
 from gpushare.lab import binaries, cluster, solve
 from gpushare.locations import graders_dir
 
-NAME = os.environ.get("GPUSHARE_CLUSTER", "gpushare")
+# the benchmarks' own lab, never a learner's (GPUSHARE_CLUSTER): it is reset between
+# measurements, which would wipe a learner's work; ended when the benchmark is done
+NAME = os.environ.get("GPUSHARE_BENCH_CLUSTER", "gpushare-bench")
 HERE = Path(__file__).resolve().parent
 ROUNDS = 9
 CHECKS = runner.load_checks(graders_dir())  # counted, never listed by hand
@@ -148,4 +150,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    finally:
+        cluster.down(NAME)

@@ -9,6 +9,7 @@ printed (median of a few rounds where cheap), never asserted.
 from __future__ import annotations
 
 import contextlib
+import os
 import statistics
 import subprocess
 import sys
@@ -21,7 +22,8 @@ import psutil
 
 from gpushare.lab import cluster, procs, solve
 
-NAME = "gpushare-bench"
+# the benchmarks' own lab, never a learner's (they reset it); ended when they are done
+NAME = os.environ.get("GPUSHARE_BENCH_CLUSTER", "gpushare-bench")
 
 
 def timed(fn, *args):
