@@ -24,9 +24,7 @@ kernel kills everything else in it: that is this level's cleanup.
 
 from __future__ import annotations
 
-import json
 import os
-import select
 import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -220,7 +218,7 @@ def probe_soon() -> None:
     except OSError as exc:
         _probed = Probe(None, f"the sandbox's python3 could not be prepared: {exc}")
         return
-    _trial = (isolation, _Trial.start(isolation))
+    _trial = (isolation, _start_trial(isolation.command(["true"], cwd=None), isolation.uid))
 
 
 def probe(*, refresh: bool = False) -> Probe:
@@ -232,15 +230,15 @@ def probe(*, refresh: bool = False) -> Probe:
     if refresh:
         _probed = None
         if _trial is not None:
-            _trial[1].finish()
+            _finish(_trial[1])
             _trial = None
     probe_soon()
     if _trial is not None:
         (isolation, trial), _trial = _trial, None
-        error = trial.finish()
+        error = _finish(trial)
         if error is not None and "nknown option" in error:  # bwrap < 0.8
             isolation = _new_isolation(isolation.bwrap, modern=False)
-            error = _Trial.start(isolation).finish()
+            error = _finish(_start_trial(isolation.command(["true"], cwd=None), isolation.uid))
         if error is not None:
             _probed = Probe(None, f"bubblewrap cannot create its sandbox here: {explain(error)}")
         else:
@@ -251,93 +249,48 @@ def probe(*, refresh: bool = False) -> Probe:
 
 def settle() -> None:
     """Collect the trial :func:`probe_soon` started if no one asked for its answer (a grade of
-    steps that run no learner code, or one refused first): it ends before the grader does, and
-    nothing of it is left running."""
+    steps that run no learner code, or one refused first): it ends before the grader does,
+    not after, re-parented to whatever reaps orphans there."""
     if _trial is not None:
         probe()
 
 
-@dataclass
-class _Trial:
-    """``true`` in the sandbox, as the runs would start it: running, or why it could not."""
-
-    proc: subprocess.Popen[bytes] | None
-    error: str = ""
-    status: int = -1  # the read end of bwrap's JSON status (its init's pid)
-
-    @classmethod
-    def start(cls, isolation: Isolation) -> _Trial:
-        """No shell, stdin and stdout on /dev/null, stderr kept; as the run's uid (and its gid,
-        no other group) when the isolation has one."""
-        own = isolation.uid >= 0
-        status_r, status_w = os.pipe()
-        try:
-            proc = subprocess.Popen(
-                isolation.command(["true"], cwd=None, status_fd=status_w),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                env={"PATH": "/usr/bin:/bin"},
-                pass_fds=(status_w,),
-                user=isolation.uid if own else None,
-                group=isolation.uid if own else None,
-                extra_groups=[] if own else None,
-            )
-        except OSError as exc:
-            os.close(status_r)
-            return cls(None, str(exc))
-        finally:
-            os.close(status_w)
-        return cls(proc, status=status_r)
-
-    def finish(self) -> str | None:
-        """Wait for the trial (killed after :data:`_PROBE_TIMEOUT_S`), and for bubblewrap's
-        init, which outlives ``bwrap`` by a moment (bwrap exits on its word, and
-        ``--die-with-parent`` then ends it); None if it exited 0, else why."""
-        if self.proc is None:
-            return self.error
-        try:
-            status = self.proc.wait(_PROBE_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            status = self.proc.wait()
-        _wait_gone(_init_pid(self.status))
-        assert self.proc.stderr is not None  # stderr=PIPE
-        with self.proc.stderr as fh:
-            message = fh.read(4096).decode("utf-8", "replace").strip().splitlines()
-        if status == 0:
-            return None
-        return (message[-1] if message else "") or f"exit status {status}"
+# A trial run: started, or why it could not start.
+_Trial = subprocess.Popen[bytes] | str
 
 
-def _init_pid(status_fd: int) -> int | None:
-    """The pid of bubblewrap's init, from the JSON status bwrap wrote (it has exited: all of
-    it is in the pipe, read without waiting for an end); closes ``status_fd``."""
-    os.set_blocking(status_fd, False)
-    with open(status_fd, "rb", buffering=0) as fh:
-        try:
-            data = fh.read(65536) or b""
-        except BlockingIOError:
-            data = b""
-        for line in data.splitlines():
-            try:
-                pid = json.loads(line).get("child-pid")
-            except (ValueError, AttributeError):
-                continue
-            if isinstance(pid, int) and pid > 0:
-                return pid
-    return None
-
-
-def _wait_gone(pid: int | None, within: float = 1.0) -> None:
-    """Return once process ``pid`` (not our child: we cannot reap it) has exited."""
-    if pid is None:
-        return
+def _start_trial(argv: list[str], uid: int = -1) -> _Trial:
+    """``argv`` with no shell, stdin and stdout on /dev/null, its stderr kept; as ``uid`` (and
+    its gid, no other group) when given one."""
+    own = uid >= 0
     try:
-        pidfd = os.pidfd_open(pid)
-    except OSError:  # gone already, or no pidfd here (kernel < 5.3): nothing to wait on
-        return
+        return subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env={"PATH": "/usr/bin:/bin"},
+            user=uid if own else None,
+            group=uid if own else None,
+            extra_groups=[] if own else None,
+        )
+    except OSError as exc:
+        return str(exc)
+
+
+def _finish(trial: _Trial) -> str | None:
+    """Wait for ``trial`` (killed after :data:`_PROBE_TIMEOUT_S`); None if it exited 0, else
+    why."""
+    if isinstance(trial, str):
+        return trial
     try:
-        select.select([pidfd], [], [], within)  # readable once the process has exited
-    finally:
-        os.close(pidfd)
+        status = trial.wait(_PROBE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        trial.kill()
+        status = trial.wait()
+    assert trial.stderr is not None  # stderr=PIPE
+    with trial.stderr as fh:
+        message = fh.read(4096).decode("utf-8", "replace").strip().splitlines()
+    if status == 0:
+        return None
+    return (message[-1] if message else "") or f"exit status {status}"
