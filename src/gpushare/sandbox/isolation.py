@@ -250,7 +250,7 @@ def probe(*, refresh: bool = False) -> Probe:
 def settle() -> None:
     """Collect the trial :func:`probe_soon` started if no one asked for its answer (a grade of
     steps that run no learner code, or one refused first): it ends before the grader does,
-    not after, re-parented to whatever reaps orphans there."""
+    never left running behind it as an orphan."""
     if _trial is not None:
         probe()
 

@@ -15,7 +15,7 @@ Some 94 MB (Python 3.11 here), copied in about a second by the first grade on a 
 The key names what the copy holds, not where it came from: the interpreter and its standard
 library, and PyYAML by its files' names and sizes. Every virtualenv of one interpreter has its
 own PyYAML folder, and a key made of that folder's path gave each of them (each CI clone, each
-worktree) a copy of its own: 83 copies, 7.4 GB, on this project's machine in a day.
+worktree) a copy of its own.
 :func:`prune` (``gpushare setup``) removes the copies whose interpreter is gone, and those of
 the older key.
 """
