@@ -28,7 +28,7 @@ import pytest
 
 from gpulab import requestcases
 from gpushare.lab import binaries
-from gpushare.sandbox import ids, isolation, levels, runtime
+from gpushare.sandbox import ids, isolation, levels, limits, runtime
 from gpushare.sandbox.isolation import IsolationUnavailable
 from gpushare.sandbox.levels import Sandbox
 from gpushare.sandbox.supervisor import RunResult, SandboxError, Supervisor
@@ -534,6 +534,38 @@ def test_policy_with_bubblewrap(fresh_probe: pytest.MonkeyPatch) -> None:
     assert chosen.own_uid == ids.can_switch()  # root never maps the sandbox to uid 0
     with Supervisor(sandbox=chosen) as sandboxed, Supervisor() as plain:
         assert (sandboxed.sandbox.level, plain.sandbox.level) == ("bubblewrap", "none")
+
+
+@pytest.mark.skipif(not PROBE.available, reason=f"no bubblewrap: {PROBE.reason}")
+def test_what_outlives_bwrap_is_ended(klass: tuple[Path, Path], token: str) -> None:
+    """A ``bwrap`` ended in its first milliseconds (a grade aborted, its deadline, Ctrl-C)
+    leaves its init blocked for good on a read nobody answers, before that init has asked to
+    die with its parent: bubblewrap's own race (18 grades killed just after submitting 7 runs
+    each left 5, each counting against its uid from then on). The run's reaper ends what of
+    its descendants outlives bwrap. No test can hit the race on purpose: a bwrap that leaves
+    a process behind stands in for it."""
+    assert PROBE.isolation is not None
+    real = PROBE.isolation
+    folder = Path(tempfile.mkdtemp(prefix="gpushare-leaving-bwrap-"))
+    try:
+        folder.chmod(0o755)  # bwrap runs as the run's uid
+        leaving = _script(
+            folder / "bwrap", f'sleep 1000 </dev/null >/dev/null 2>&1 &\nexec {real.bwrap} "$@"\n'
+        )
+        box = isolation.Isolation(
+            str(leaving),
+            real.runtime,
+            uid=real.uid,
+            modern=real.modern,
+            processes=limits.DEFAULT_LIMITS.processes,
+        )
+        script = _script(klass[0] / "bin" / "ok.sh", "echo ok\n")
+        with Supervisor(sandbox=Sandbox(levels.BUBBLEWRAP, box)) as supervisor:
+            result = supervisor.run([str(script)], cwd=klass[0], env={MARKER: token})
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    assert (result.returncode, result.stdout) == (0, "ok\n"), result
+    assert _gone(token), "a process that outlived bwrap is still running"
 
 
 _SUBREAPER = """

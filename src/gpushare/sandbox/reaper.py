@@ -369,13 +369,28 @@ def _reap_one(request: _Request, master_pid: int) -> int:
 
 
 def _reap_orphans(within: float = 0.5) -> None:
-    """Reap what is still coming to us, a subreaper (bubblewrap's init dies just after bwrap):
-    a zombie left to init would still count against the run's uid in the next grade that
-    has it (its ``RLIMIT_NPROC``, the ``uid`` level's count of what is left)."""
+    """Reap what is still coming to us, a subreaper (bubblewrap's init dies just after bwrap),
+    and end what does not come within ``within`` seconds: left to init, either would count
+    against the run's uid in the next grade that has it (its ``RLIMIT_NPROC``, the ``uid``
+    level's count of what is left).
+
+    What does not come is bubblewrap's own race: a ``bwrap`` ended in its first milliseconds
+    (the grade aborted, its deadline, Ctrl-C) leaves its init blocked for good on an eventfd
+    read that nobody will answer, before that init has asked to die with its parent (18
+    grades killed just after submitting 7 runs each left 5 behind). It is a descendant of
+    ours: killed.
+    """
     give_up = time.monotonic() + within
-    while time.monotonic() < give_up:
+    ended = False
+    while True:
         try:
             if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                if time.monotonic() > give_up:
+                    if ended:
+                        return
+                    for pid, start in _live_descendants(os.getpid()):
+                        kill_exact(pid, start)
+                    ended, give_up = True, time.monotonic() + within
                 time.sleep(0.001)
         except ChildProcessError:
             return
