@@ -388,6 +388,34 @@ def test_the_scripts_python3_finds_yaml_without_site_packages(tmp_path):
     assert not list(tmp_path.glob("*/lib/python3*/site-packages"))
 
 
+@pytest.mark.skipif(not ids.can_switch(), reason="the uid level needs root with CAP_SETUID")
+def test_a_killed_grades_staged_copies_go_with_the_next_grade_of_its_slot(tmp_path, monkeypatch):
+    """A grade killed mid-run (a class worker past its deadline) leaves its staging folder:
+    copies of the learner's work dir, readable by its slot's gid. At ``uid`` the scripts of the
+    next grade with that slot run with that gid and see the host's ``/tmp``, so that grade
+    removes the folder first. A uid range of the test's own makes its one slot the slot."""
+    monkeypatch.setenv(ids.RANGE_ENV, "61100-61108")
+    work = tmp_path / "work"
+    (work / "bin").mkdir(parents=True)
+    (work / "answer.txt").write_text("one learner's work\n")
+    killed = (
+        "import os, sys\n"
+        "from pathlib import Path\n"
+        "from gpushare.sandbox import levels, supervisor\n"
+        "s = supervisor.Supervisor(sandbox=levels.Sandbox(levels.UID))\n"
+        "s.submit(['/bin/sleep', '5'], cwd=Path(sys.argv[1]), timeout=10, output_cap=1024)\n"
+        "os._exit(9)\n"
+    )
+    subprocess.run([sys.executable, "-c", killed, str(work)], timeout=60, check=False)
+    left = [p for p in Path("/tmp").glob("gpushare-stage-*") if p.stat().st_gid == 61100]
+    assert left, "the killed grade left no staging folder: nothing to test"
+    assert any(any(p.glob("work-*/answer.txt")) for p in left)
+    with Supervisor(sandbox=Sandbox(levels.UID)) as supervisor:
+        result = supervisor.run(["/bin/true"], cwd=work)
+    assert result.returncode == 0, result
+    assert not [p for p in left if p.exists()]
+
+
 def test_every_virtualenv_of_one_interpreter_shares_one_copy(tmp_path):
     """Two virtualenvs of this interpreter, each with its own PyYAML (as every CI clone and
     worktree has): one copy of the runtime serves both, and a PyYAML that differs gets its own."""
