@@ -9,12 +9,14 @@ A grade runs the learner's ``bin/check-request.sh`` five times, and the referenc
 interpreter; a developer machine may have a version manager's shim first on PATH (pyenv's costs
 about 0.2 s a call). The grade is therefore timed with ``python3`` resolving to this project's
 interpreter (plain, with PyYAML), and once more with PATH as inherited, and both are printed
-with the interpreter they used.
+with the interpreter they used. The grader's own interpreter is printed too: the same tree grades
+some 10% slower under a version manager's default build than under Debian's (README, "Measured").
 """
 
 from __future__ import annotations
 
 import os
+import platform
 import resource
 import shutil
 import statistics
@@ -133,6 +135,8 @@ def main() -> None:
         ("one run of the learner's check-request.sh", median(one_run)),
         ("python -c pass", startup),
     ]
+    interpreter = os.path.realpath(sys.executable)
+    print(f"grader's python: {interpreter} ({platform.python_version()})")
     print(f"learner's python3: {python_plain}")
     print(f"{'what':<50}{'wall s':>9}{'cpu s':>9}")
     for name, (wall, cpu) in rows:
