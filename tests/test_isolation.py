@@ -28,7 +28,7 @@ import pytest
 
 from gpulab import requestcases
 from gpushare.lab import binaries
-from gpushare.sandbox import ids, isolation, levels, limits, runtime
+from gpushare.sandbox import ids, isolation, levels, runtime
 from gpushare.sandbox.isolation import IsolationUnavailable
 from gpushare.sandbox.levels import Sandbox
 from gpushare.sandbox.supervisor import RunResult, SandboxError, Supervisor
@@ -552,13 +552,7 @@ def test_what_outlives_bwrap_is_ended(klass: tuple[Path, Path], token: str) -> N
         leaving = _script(
             folder / "bwrap", f'sleep 1000 </dev/null >/dev/null 2>&1 &\nexec {real.bwrap} "$@"\n'
         )
-        box = isolation.Isolation(
-            str(leaving),
-            real.runtime,
-            uid=real.uid,
-            modern=real.modern,
-            processes=limits.DEFAULT_LIMITS.processes,
-        )
+        box = isolation._new_isolation(str(leaving), modern=real.modern)  # as the probe's
         script = _script(klass[0] / "bin" / "ok.sh", "echo ok\n")
         with Supervisor(sandbox=Sandbox(levels.BUBBLEWRAP, box)) as supervisor:
             result = supervisor.run([str(script)], cwd=klass[0], env={MARKER: token})
