@@ -56,10 +56,16 @@ def copy_workdir(tmp_path: Path):
 
 
 LAB_FIXTURES = {"lab", "client", "state"}
+INSTALL_FIXTURES = {"autograder"}  # the Gradescope bundle installed by its own setup.sh
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "lab: needs a real kwok lab (the full tier only)")
+    config.addinivalue_line(
+        "markers",
+        "install: installs a package with pip, as a deployment does (the full tier only; "
+        "`make gradescope-check` installs the bundle too)",
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -77,8 +83,12 @@ def _fast_tier_starts_no_lab(request: pytest.FixtureRequest, monkeypatch: pytest
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests that take the lab's fixtures are of the full tier (marked ``lab``);
-    ``make test-fast`` runs the rest (``-m "not lab"``): no control plane at all."""
+    """Tests that take the lab's fixtures (marked ``lab``) or install a bundle (``install``)
+    are of the full tier; ``make test-fast`` runs the rest (``-m "not lab and not install"``):
+    no control plane, no pip."""
     for item in items:
-        if LAB_FIXTURES & set(getattr(item, "fixturenames", ())):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if LAB_FIXTURES & fixtures:
             item.add_marker(pytest.mark.lab)
+        if INSTALL_FIXTURES & fixtures:
+            item.add_marker(pytest.mark.install)

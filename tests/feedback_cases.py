@@ -890,7 +890,10 @@ def _fail_site(exc: BaseException) -> tuple[str, int]:
 
 
 def replay(data: dict[str, Any] | None = None) -> Iterator[Outcome]:
-    """Run every check on every recorded case; the learner's script runs for real."""
+    """Run every check on every recorded case; the learner's script runs for real.
+
+    The runs of every distinct script start before the first case is judged, so a script
+    that never ends waits out its time limit beside the others, not after them."""
     from gpushare.grading.labstate import LabState
 
     data = data or load()
@@ -899,18 +902,23 @@ def replay(data: dict[str, Any] | None = None) -> Iterator[Outcome]:
     runs_cache: dict[str, RequestRuns] = {}
     with tempfile.TemporaryDirectory(prefix="gpushare-replay-") as tmp:
         try:
+            workdirs: dict[str, tuple[Path, str]] = {}
+            first: dict[str, Path] = {}  # each distinct script: the first work dir that has it
             for n, (case_id, case) in enumerate(data["cases"].items()):
                 wd = Path(tmp) / f"case-{n}"
                 wd.mkdir()
                 _materialize(case["files"], wd)
-                script = case["files"].get("bin/check-request.sh")
-                runs_key = json.dumps(script, sort_keys=True)
-                if runs_key not in runs_cache:
-                    # shown as the lab's work dir, as a learner's grade shows it, never as
-                    # this replay's temporary folder
-                    runs_cache[runs_key] = RequestRuns.start(
-                        wd, default_fixtures(), data["seed"], shown_workdir=LAB_WORKDIR
-                    )
+                runs_key = json.dumps(case["files"].get("bin/check-request.sh"), sort_keys=True)
+                workdirs[case_id] = (wd, runs_key)
+                first.setdefault(runs_key, wd)
+            for runs_key, wd in reversed(first.items()):
+                # shown as the lab's work dir, as a learner's grade shows it, never as this
+                # replay's temporary folder
+                runs_cache[runs_key] = RequestRuns.start(
+                    wd, default_fixtures(), data["seed"], shown_workdir=LAB_WORKDIR
+                )
+            for case_id, case in data["cases"].items():
+                wd, runs_key = workdirs[case_id]
                 inputs = {
                     "lab": LabState.recorded(
                         data["clusters"][case["cluster"]], QUERIES, HINT_QUERIES
