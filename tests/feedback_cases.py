@@ -911,6 +911,7 @@ def replay(data: dict[str, Any] | None = None) -> Iterator[Outcome]:
                 runs_key = json.dumps(case["files"].get("bin/check-request.sh"), sort_keys=True)
                 workdirs[case_id] = (wd, runs_key)
                 first.setdefault(runs_key, wd)
+            # last first: the recording ends with step 6's odd scripts, one of which never ends
             for runs_key, wd in reversed(first.items()):
                 # shown as the lab's work dir, as a learner's grade shows it, never as this
                 # replay's temporary folder
