@@ -55,6 +55,7 @@ class Cell:
     passed: bool
     error: str  # "" the learner's own result; "cluster", "grader", "timeout": not a result
     output: str
+    visibility: str = "visible"  # the policy's word for learners (reports.policy.VISIBILITIES)
 
     @property
     def state(self) -> str:
@@ -121,6 +122,7 @@ def row_from_results(folder: str, results: JsonObject) -> Row:
             passed=test.get("status") == "passed",
             error=error,
             output=str(test.get("output") or ""),
+            visibility=str(test.get("visibility") or "visible"),
         )
     complete = extra.get("complete", True) is not False
     if not complete:
