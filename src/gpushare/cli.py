@@ -128,8 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_class(sub: argparse._SubParsersAction[_Parser]) -> None:
-    """``gpushare class grade|job|merge``: a whole class of snapshots (gpushare.classroom)."""
-    p = sub.add_parser("class", help="grade a whole class of snapshots, shard it, merge it")
+    """``gpushare class grade|job|merge|export``: a whole class of snapshots (classroom, lms)."""
+    p = sub.add_parser("class", help="grade a whole class of snapshots, shard, merge, export it")
     cls = p.add_subparsers(dest="class_command", required=True, parser_class=_Parser)
 
     def common(q: argparse.ArgumentParser) -> None:
@@ -221,6 +221,50 @@ def _add_class(sub: argparse._SubParsersAction[_Parser]) -> None:
         "--seed", type=int, help="the --seed the shards ran with (default: what they recorded)"
     )
     q.add_argument("--previous", metavar="DIR", help="an earlier class folder: show what changed")
+    _add_export(cls)
+
+
+def _add_export(cls: argparse._SubParsersAction[_Parser]) -> None:
+    """``gpushare class export``: a class folder in an LMS's gradebook import (gpushare.lms)."""
+    q = cls.add_parser(
+        "export",
+        help="write a class folder's grades as a Canvas or Moodle gradebook import",
+        description="Write CLASS_DIR's grades (a finished class grade or merge) as the gradebook "
+        "import file of Canvas, Moodle or both, and beside each a list of who it does not carry.",
+    )
+    q.add_argument("class_dir", metavar="CLASS_DIR", help="the folder class grade --out wrote")
+    q.add_argument("--canvas", action="store_true", help="write canvas-import.csv")
+    q.add_argument("--moodle", action="store_true", help="write moodle-import.csv")
+    q.add_argument(
+        "--roster",
+        metavar="FILE",
+        help="CSV with a learner column (grades.csv's) and the LMS identities: canvas_id, "
+        "sis_user_id, sis_login_id, name, section, email, username, idnumber (see README)",
+    )
+    q.add_argument("--assignment", required=True, metavar="NAME", help="the assignment's name")
+    q.add_argument("--assignment-id", metavar="ID", help="Canvas: the assignment's ID (digits)")
+    q.add_argument(
+        "--points",
+        metavar="N",
+        help="the assignment's points possible (default: the lab's maximum score)",
+    )
+    q.add_argument(
+        "--moodle-id",
+        choices=["email", "username", "idnumber"],
+        default="email",
+        help="Moodle: what identifies users, as mapped under Identify user by (default email)",
+    )
+    q.add_argument(
+        "--feedback", action="store_true", help="Moodle: add a column saying the points lost"
+    )
+    q.add_argument(
+        "--missing",
+        choices=["blank", "zero"],
+        default="blank",
+        help="what a roster learner with no submission gets (default blank: no grade)",
+    )
+    q.add_argument("--lang", help="language of the feedback (default: each learner's)")
+    q.add_argument("--to", metavar="DIR", help="where to write (default: CLASS_DIR)")
 
 
 def _fail(msg: str) -> int:
@@ -264,6 +308,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from gpushare.grading import capture  # lazy: 17 ms (snapshots, YAML)
 
         return capture.run_cli(args)
+    if args.command == "class" and args.class_command == "export":
+        from gpushare.lms import export  # lazy: the LMS's import files, only when asked
+
+        return export.run_cli(args)
     if args.command == "class":
         return class_cli.run(args)
     if args.command == "gradescope":
