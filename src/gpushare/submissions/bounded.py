@@ -84,16 +84,19 @@ class _Loader(Protocol):
     def dispose(self) -> None: ...
 
 
-def yaml_documents(text: str, loader: Callable[[str], _Loader]) -> list[Json]:
+def yaml_documents(
+    text: str, loader: Callable[[str], _Loader], nodes: int = MAX_YAML_NODES
+) -> list[Json]:
     """Every document of ``text``, as ``yaml.load_all(text, Loader=loader)`` gives them.
 
     ``loader`` is a SafeLoader (or CSafeLoader) class. Each document is composed, measured
     (:func:`_measure`) and only then constructed; raises ``yaml.YAMLError`` (a
-    :class:`YamlBoundError` for a bound).
+    :class:`YamlBoundError` for a bound). ``nodes``: the values all documents may hold once
+    aliases are expanded (an LMS export of a large class holds more than a lab file).
     """
     reader = loader(text)
     docs: list[Json] = []
-    budget = MAX_YAML_NODES
+    budget = nodes
     try:
         while reader.check_node():
             node = reader.get_node()
@@ -105,14 +108,14 @@ def yaml_documents(text: str, loader: Callable[[str], _Loader]) -> list[Json]:
                     getattr(node, "start_mark", None),
                 )
             if node is not None:
-                budget -= _measure(node, budget)
+                budget -= _measure(node, budget, nodes)
             docs.append(reader.construct_document(node) if node is not None else None)
     finally:
         reader.dispose()
     return docs
 
 
-def _measure(root: yaml.Node, budget: int) -> int:
+def _measure(root: yaml.Node, budget: int, limit: int = MAX_YAML_NODES) -> int:
     """How many nodes ``root`` has once its aliases are expanded; YamlBoundError when that is
     over ``budget``, it nests deeper than :data:`MAX_DEPTH`, or an alias points into itself.
 
@@ -156,7 +159,7 @@ def _measure(root: yaml.Node, budget: int) -> int:
             raise YamlBoundError(
                 None,
                 None,
-                f"more than {MAX_YAML_NODES} values once its aliases are expanded "
+                f"more than {limit} values once its aliases are expanded "
                 "(gpushare reads at most that many)",
                 node.start_mark,
             )

@@ -25,6 +25,7 @@ exception, whatever the bytes.
 
 from __future__ import annotations
 
+import datetime as dt
 import getpass
 import hashlib
 import io
@@ -55,6 +56,10 @@ MAX_MEMBERS = 5000
 # (eight-byte numbers in one array), which the memory cap of a grade still holds.
 MAX_CLUSTER_JSON = 8 * 1024 * 1024
 MAX_TEXT = 4096  # a manifest's strings: learner, workdir, the cluster's identity...
+# The capture time as :func:`build` writes it (UTC, to the second) and the only one
+# :func:`capture_time` reads: whatever else a manifest holds is a time no one wrote by capturing.
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
 
 
 class SnapshotError(Exception):
@@ -211,7 +216,7 @@ def build(
     manifest = {
         "format": FORMAT,
         "learner": learner,
-        "captured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "captured_at": time.strftime(TIME_FORMAT, time.gmtime()),
         "gpushare_version": __version__,
         "lab_versions": dict(versions.LAB),
         "cluster": identity,
@@ -220,6 +225,18 @@ def build(
         "recorded": recorded,
     }
     return Captured(manifest, cluster, work)
+
+
+def capture_time(text: object) -> dt.datetime | None:
+    """A manifest's ``captured_at`` as a UTC time when it is exactly what :func:`build` writes
+    (ASCII digits, ``T``, ``Z``, nothing before or after), else None: a zero-width space after
+    the ``Z``, another notation or a time zone is no capture's."""
+    if not isinstance(text, str) or not _TIME.fullmatch(text):
+        return None
+    try:
+        return dt.datetime.strptime(text, TIME_FORMAT).replace(tzinfo=dt.UTC)
+    except ValueError:  # month 13, hour 25
+        return None
 
 
 def _cluster_bytes(cluster: JsonObject) -> bytes:
