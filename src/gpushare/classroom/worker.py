@@ -11,6 +11,7 @@ and the worker retires.
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 import threading
@@ -121,4 +122,12 @@ def write_error(
         why=why,
         detail=detail,
     )
-    return gradebook.write_error(task.folder, report, checks, task.record)
+    try:
+        return gradebook.write_error(task.folder, report, checks, task.record)
+    except OSError as exc:  # its folder cannot be written: the row is still an error row
+        data = report.as_json()
+        extra = data["extra_data"]
+        extra["submission"] = task.record
+        extra["could_not_grade"] = f"{extra['could_not_grade']}; not written: {exc}"[:800]
+        kept: JsonObject = json.loads(json.dumps(data, ensure_ascii=False))  # as if read back
+        return kept
