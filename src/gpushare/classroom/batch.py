@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from gpushare.classroom import diff as regrade
@@ -72,6 +72,7 @@ class ClassRun:
     seconds: float
     costs: list[dict[str, float]] = field(default_factory=list)  # per graded submission
     superseded: int = 0  # files not graded: older snapshots of learners graded
+    notes: list[str] = field(default_factory=list)  # what the layout ignored (identity.Layout)
 
     @property
     def errors(self) -> list[Row]:
@@ -123,11 +124,13 @@ def grade_class(
         raise InputError(f"no snapshot (*.gpushare.tgz) in {', '.join(map(str, paths))}")
     try:
         layout = identity.Layout(roster)
+        layout.survey(found)
         described = [inputs.describe(p, root, layout) for p, root in found]
     except identity.LayoutError as exc:
         raise InputError(str(exc)) from None
     selected = inputs.select(described, every)
-    chosen = inputs.shard(selected, *shard)
+    chosen = [replace(s, shipped=flags.shipped_name(s.path)) for s in selected]
+    chosen = inputs.shard(chosen, *shard)
     before = _previous(previous)
     visibility = _policy(policy)
     _require_sandbox(unsafe_no_sandbox)
@@ -137,9 +140,13 @@ def grade_class(
     out.mkdir(parents=True, exist_ok=True)
     folders = [s.folder(every) for s in chosen]
     _drop_stale(out, set(folders))
-    tasks = []
+    tasks: list[worker.Task] = []
+    blocked: dict[int, str] = {}  # a row whose folder cannot be made: an error row, not graded
     for sub, folder in zip(chosen, folders, strict=True):
-        (out / folder).mkdir(parents=True, exist_ok=True)
+        try:
+            (out / folder).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            blocked[len(tasks)] = f"its folder {out / folder} cannot be made: {exc}"
         tasks.append(
             worker.Task(
                 snapshot=sub.path.resolve(),
@@ -173,15 +180,18 @@ def grade_class(
         results = worker.write_error(tasks[index], why, kind, why=sort, detail=detail)
         done(index, worker.Graded(results, cost={}), seconds)
 
+    for index, why in blocked.items():
+        done(index, worker.Graded(worker.write_error(tasks[index], why, "grader"), {}), 0.0)
+    graded = [i for i in range(len(tasks)) if i not in blocked]
     scratch = Path(tempfile.mkdtemp(prefix="gpushare-class-"))
     try:
         pool.run(
-            tasks,
+            [tasks[i] for i in graded],
             worker.grade_one,
             jobs=max(1, jobs or default_jobs()),
             limit=timeout + _GRACE,
-            on_result=done,
-            on_failure=failed,
+            on_result=lambda i, result, seconds: done(graded[i], result, seconds),
+            on_failure=lambda i, ended, why, seconds: failed(graded[i], ended, why, seconds),
             init=worker.scratch_in(scratch),
         )
     finally:
@@ -189,6 +199,7 @@ def grade_class(
     rows = gradebook.ordered(rows)
     run = finish(out, rows, checks, lang, seed, previous, before, started, costs, shard[1] > 1, due)
     run.superseded = len(described) - len(selected)
+    run.notes = list(layout.notes)
     extra = {"deadline": deadline.strip()} if deadline else {}
     write_class_file(out, seed=seed, lang=lang, shard=f"{shard[0]}/{shard[1]}", **extra)
     return run
@@ -295,15 +306,18 @@ def _drop_stale(out: Path, keep: set[str]) -> None:
     remove those of submissions this run does not grade."""
     for path in list(out.glob("*/results.json")) + list(out.glob("*/*/results.json")):
         folder = path.parent.relative_to(out).as_posix()
-        if folder not in keep:
+        if folder in keep or not path.is_file() or path.is_symlink():
+            continue  # a folder of that name is another row's (or a learner's file name's)
+        try:
             for name in ("results.json", "junit.xml"):
-                (path.parent / name).unlink(missing_ok=True)
-            try:
-                path.parent.rmdir()
-                if path.parent.parent != out:
-                    path.parent.parent.rmdir()
-            except OSError:
-                pass
+                stale = path.parent / name
+                if stale.is_file() and not stale.is_symlink():
+                    stale.unlink()
+            path.parent.rmdir()
+            if path.parent.parent != out:
+                path.parent.parent.rmdir()
+        except OSError:
+            pass
 
 
 # --------------------------------------------------------------------------- the command
@@ -333,10 +347,18 @@ def summary(run: ClassRun) -> str:
         lines.append(f"  {r.folder}: {text('error', lang)}: {report.reason_said(r, lang)}")
     if run.superseded:
         lines.append(text("superseded", lang, n=run.superseded))
+    lines.extend(run.notes)
     flagged = [r for r in run.rows if r.flags]
     if flagged:
         lines.append(text("flagged_summary", lang, n=len(flagged)))
-        lines.extend(f"  {r.folder}: {' '.join(r.flags)}" for r in flagged)
+        lines.extend(f"  {r.folder}: {' '.join(gradebook.flag_tokens(r.flags))}" for r in flagged)
+        groups = flags.grouped(run.rows)
+        if groups:
+            lines.append(text("flag_groups", lang, n=len(groups)))
+            for key, detail, members in groups:
+                number, _, what = detail.partition(": ")
+                names = ", ".join(sorted(r.folder for r in members))
+                lines.append(f"  {number} {key} ({what}): {names}")
     if run.diff is not None:
         if run.diff.changes:
             lines.append(text("changed", lang, n=len(run.diff.changes), previous=run.diff.previous))

@@ -319,12 +319,18 @@ def csv_text(rows: list[Row], checks: list[CheckInfo]) -> str:
                 _num(row.score if graded else None),
                 row.status,
                 row.snapshot,
-                " ".join(row.flags),
+                " ".join(flag_tokens(row.flags)),
                 *[_num(by_step.get(s)) if row.cells else "" for s in steps],
                 *[_num(row.cells[n].score) if n in row.cells else "" for n in numbers],
             ]
         )
     return buf.getvalue()
+
+
+def flag_tokens(flags: dict[str, str]) -> list[str]:
+    """A row's flags as grades.csv and the summary say them: the key, and for a flag shared by
+    a group (its detail ``#N: ...``, classroom.flags) the group's number: ``same_cluster#2``."""
+    return [key + (v.split(":", 1)[0] if v.startswith("#") else "") for key, v in flags.items()]
 
 
 def _num(value: int | None) -> str:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from gpushare import __version__
-from gpushare.classroom import feedback
+from gpushare.classroom import feedback, flags
 from gpushare.classroom.diff import Diff
 from gpushare.classroom.gradebook import CheckInfo, Row, columns, write_text
 from gpushare.classroom.texts import text
@@ -410,12 +410,23 @@ def _errors(t: _Words, errors: list[Row]) -> str:
 
 
 def _flagged(t: _Words, rows: list[Row]) -> str:
-    """The rows with suspicion flags (classroom.flags), each flag said in words."""
+    """The rows with suspicion flags (classroom.flags), each flag said in words; first each
+    group of rows that share something, once (its rows then name only the group)."""
     out = [
         f'<h2 id="flags">{_e(t("flags_title"))}</h2>',
         f'<p class="note">{_e(t("flags_note"))}</p>',
-        _table(t, "learner", "snapshot", "flags"),
     ]
+    groups = flags.grouped(rows)
+    if groups:
+        out.append(_table(t, "flag_group", "flags", "learners"))
+        for key, detail, members in groups:
+            names = ", ".join(sorted(r.folder for r in members))
+            out.append(
+                f"<tr><td>{_e(detail.split(':', 1)[0])}</td><td><code>{_e(key)}</code> "
+                f"{_e(t(f'flag_{key}', detail=detail))}</td><td>{_e(names)}</td></tr>"
+            )
+        out.append("</table>")
+    out.append(_table(t, "learner", "snapshot", "flags"))
     for r in rows:
         if r.flags:
             said = "<br>".join(
