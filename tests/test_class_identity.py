@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 import uuid
 import zlib
 from collections.abc import Callable
@@ -33,7 +34,7 @@ from urllib.parse import unquote
 
 import pytest
 
-from gpushare.classroom import flags, gradebook, identity, inputs
+from gpushare.classroom import flags, gradebook, identity, inputs, report
 from gpushare.reports import clean
 from gpushare.sandbox import isolation
 from gpushare.submissions import snapshot
@@ -64,6 +65,34 @@ AFTER_DEADLINE = stamp(NOW - dt.timedelta(hours=1))
 # --------------------------------------------------------------------------- making snapshots
 
 
+def own_lab(answers: dict[str, Any], system: str) -> dict[str, Any]:
+    """The cluster's answers as a lab of their own gives them: every object a uid of its own
+    (one object keeps one uid throughout), the kube-system namespace ``system``. The recorded
+    states all come from the one lab that recorded them; learners' labs share no uid."""
+    old = answers["kube-system"]["value"]["metadata"]["uid"]
+    fresh: dict[str, str] = {old: system}
+    stack: list[Any] = [answers]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if isinstance(item.get("uid"), str):
+                item["uid"] = fresh.setdefault(item["uid"], str(uuid.uuid4()))
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return answers
+
+
+def salt_files(work_root: Path, salt: str) -> None:
+    """Each learner's own words: a comment line of their own in every YAML file and script
+    (what a learner who wrote them, not copied them, always differs in), and a notes.txt."""
+    (work_root / "notes.txt").write_text(f"{salt}\n")
+    for path in sorted(work_root.rglob("*")):
+        if path.suffix in (".yaml", ".sh") and path.is_file() and not path.is_symlink():
+            text = path.read_text()
+            path.write_text(text + ("" if text.endswith("\n") else "\n") + f"# {salt}\n")
+
+
 def forge(
     base: str,
     dest: Path,
@@ -75,20 +104,25 @@ def forge(
     manifest: Callable[[dict[str, Any]], None] | None = None,
     cluster: Callable[[dict[str, Any]], None] | None = None,
     work: Callable[[Path], None] | None = None,
+    same_lab: bool = False,
 ) -> Path:
     """A snapshot from the recorded ``base``, written by :func:`snapshot.write` to ``dest``:
-    ``learner`` in its manifest, a cluster identity ``uid`` (a fresh one when None: a lab of
-    its own), content made distinct by ``salt`` (a notes.txt), then edited as given."""
+    ``learner`` in its manifest, the cluster of a lab of its own whose kube-system uid is
+    ``uid`` (a fresh one when None; ``same_lab``: the recorded lab's answers as they are),
+    files of its own words when ``salt`` is given (:func:`salt_files`), then edited as given."""
     with tempfile.TemporaryDirectory(prefix="gpushare-forge-") as tmp:
         snap = snapshot.load(RECORDED / f"{base}.gpushare.tgz", Path(tmp) / "scratch")
         if salt is not None:
-            (snap.work_root / "notes.txt").write_text(f"{salt}\n")
+            salt_files(snap.work_root, salt)
         if work is not None:
             work(snap.work_root)
         answers = json.loads(json.dumps(snap.cluster))
+        system = uid or str(uuid.uuid4())
+        if not same_lab:
+            answers = own_lab(answers, system)
         if cluster is not None:
             cluster(answers)
-        who = dict(snap.manifest["cluster"], uid=uid or str(uuid.uuid4()))
+        who = dict(snap.manifest["cluster"], uid=system)
         captured = snapshot.build(
             learner=learner,
             cluster=answers,
@@ -267,6 +301,7 @@ def class30(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         learner="copycat",
         uid=ref["cluster"]["uid"],
         salt="copy",
+        same_lab=True,
     )
     files["latecomer"] = forge(
         "3-2-three-mig-slices-advertised",
@@ -385,6 +420,16 @@ def _row_of(run: dict[str, Any], key: str) -> dict[str, str]:
     return found[0]
 
 
+def keys(cell: str) -> list[str]:
+    """A grades.csv flags cell's keys, without the group numbers (``same_cluster#2``)."""
+    return [token.split("#")[0] for token in cell.split()]
+
+
+def groups_of(cell: str) -> dict[str, str]:
+    """A grades.csv flags cell's grouped flags -> their group number."""
+    return dict(token.split("#") for token in cell.split() if "#" in token)
+
+
 def _failed(run: dict[str, Any], key: str) -> set[str]:
     path = run["out"] / _folder_of(run, key) / "results.json"
     results = json.loads(path.read_text(encoding="utf-8"))
@@ -440,39 +485,44 @@ def test_a_spoofed_learner_cannot_replace_anothers_row(class30):
     alice, mallory = _row_of(run, "alice"), _row_of(run, "mallory")
     assert alice["learner"] == "alice" and alice["score"] == "100"
     assert mallory["learner"] == "mallory" and mallory["score"] != "100"
-    assert mallory["flags"].split() == [
-        "manifest_learner",
-        "same_claim",
-        "future",
-        "after_deadline",
-    ]
-    assert alice["flags"].split() == ["same_claim"]  # both listed and flagged
+    assert keys(mallory["flags"]) == ["manifest_learner", "same_claim", "future", "after_deadline"]
+    assert keys(alice["flags"]) == ["same_claim"]  # both listed and flagged, in one group
+    assert groups_of(alice["flags"]) == groups_of(mallory["flags"])
     page = (run["out"] / "report.html").read_text()
     assert "its manifest names another learner: alice" in page
     # two flat files that both say bob (two clusters): two rows, both flagged
     bobs = [_row_of(run, "bob-1"), _row_of(run, "bob-2")]
     # each in a row of its own name, so no gradebook import takes either for bob's grade
     assert [b["learner"] for b in bobs] == ["bob/bob-1", "bob/bob-2"]
-    assert all(b["flags"].split() == ["same_claim"] for b in bobs)
+    assert all(keys(b["flags"]) == ["same_claim"] for b in bobs)
+    assert groups_of(bobs[0]["flags"]) == groups_of(bobs[1]["flags"]) != groups_of(alice["flags"])
     assert all(b["status"] == "failed" for b in bobs)
 
 
 def test_copies_and_the_shipped_reference_are_flagged(class30):
     run = class30
-    # twin2 handed in twin1's very file: its manifest names twin1
-    assert _row_of(run, "twin1")["flags"] == "same_claim same_cluster same_content"
-    assert _row_of(run, "twin2")["flags"] == (
-        "manifest_learner same_claim same_cluster same_content"
-    )
+    # twin2 handed in twin1's very file: its manifest names twin1; one group of each kind
+    twin1, twin2 = _row_of(run, "twin1")["flags"], _row_of(run, "twin2")["flags"]
+    assert keys(twin1) == ["same_claim", "same_cluster", "same_content", "same_files"]
+    assert keys(twin2) == [
+        "manifest_learner",
+        "same_claim",
+        "same_cluster",
+        "same_content",
+        "same_files",
+    ]
+    assert groups_of(twin1) == groups_of(twin2)
     copycat = _row_of(run, "copycat")
-    assert copycat["score"] == "100" and copycat["flags"].split() == ["reference_cluster"]
+    assert copycat["score"] == "100" and keys(copycat["flags"]) == ["reference_cluster"]
     late = _row_of(run, "latecomer")
-    assert late["flags"].split() == ["after_deadline"]
+    assert keys(late["flags"]) == ["after_deadline"]
     page = (run["out"] / "report.html").read_text()
     assert "tests/recorded/reference.gpushare.tgz" in page and "Submissions to look at" in page
-    # the terminal lists them
+    # the terminal lists them, and each group once
     out = run["stdout"].decode()
     assert "copycat: reference_cluster" in out and "latecomer: after_deadline" in out
+    number = groups_of(twin1)["same_cluster"]
+    assert f"  #{number} same_cluster (kube-system {TWIN_UID[:8]}…): twin1, twin2" in out
 
 
 def test_the_csv_and_flags_are_the_same_when_graded_again_or_merged(class30, tmp_path):
@@ -521,12 +571,17 @@ def test_the_csv_and_flags_are_the_same_when_graded_again_or_merged(class30, tmp
     whole = (run["out"] / "grades.csv").read_text(encoding="utf-8")
     assert text.splitlines()[0] == whole.splitlines()[0]
     rows = list(csv.DictReader(io.StringIO(text)))
-    assert {r["learner"]: r["flags"] for r in rows}["twin1"] == (
-        "same_claim same_cluster same_content"
-    )
-    # the rows of the class of 30 graded from these files, in the order it wrote them
-    ours = [_row_of(run, key) for key in keep]
-    assert rows == [r for r in run["rows"] if r in ours]
+    twins = {r["learner"]: r["flags"] for r in rows if r["learner"].startswith("twin")}
+    assert keys(twins["twin1"]) == ["same_claim", "same_cluster", "same_content", "same_files"]
+    assert groups_of(twins["twin1"]) == groups_of(twins["twin2"])  # one group, across shards
+
+    # the rows of the class of 30 graded from these files, in the order it wrote them (the
+    # groups are numbered in each class: the keys are compared)
+    def plain(row: dict[str, str]) -> dict[str, str]:
+        return {**row, "flags": " ".join(keys(row["flags"]))}
+
+    ours = [plain(_row_of(run, key)) for key in keep]
+    assert [plain(r) for r in rows] == [plain(r) for r in run["rows"] if plain(r) in ours]
 
 
 def test_the_grader_stays_under_one_gib(class30):
@@ -745,31 +800,35 @@ def test_folder_names_are_reversible_distinct_and_bounded():
     )
 
 
+def row_of(folder: str, /, **sub: Any) -> gradebook.Row:
+    """A graded row of ``folder`` whose class record (``extra_data.submission``) is ``sub``."""
+    return gradebook.Row(folder, "s", "passed", 100, 100, "", 0, folder=folder, submission=sub)
+
+
 def test_flags_need_no_more_than_the_rows():
-    """The class-wide flags are computed from rows alone (what a merge has)."""
-
-    def row(learner: str, **sub: Any) -> gradebook.Row:
-        return gradebook.Row(
-            learner, "s", "passed", 100, 100, "", 0, folder=learner, submission=sub
-        )
-
+    """The class-wide flags are computed from rows alone (what a merge has); what several
+    rows share is a group, numbered, each row naming its group."""
     rows = [
-        row("a", cluster_uid="u1", sha256="h1", claimed="a", captured_at="2026-11-01T00:00:00Z"),
-        row("b", cluster_uid="u1", sha256="h2", claimed="a", mismatch=True),
-        row("c", cluster_uid="u2", sha256="h2", claimed="c", captured_at="2999-01-01T00:00:00Z"),
-        row("d", cluster_uid="ref", late=True, captured_at="2026-11-03T00:00:00Z"),
+        row_of("a", cluster_uid="u1", sha256="h1", claimed="a", captured_at="2026-11-01T00:00:00Z"),
+        row_of("b", cluster_uid="u1", sha256="h2", claimed="a", mismatch=True),
+        row_of("c", cluster_uid="u2", sha256="h2", claimed="c", captured_at="2999-01-01T00:00:00Z"),
+        row_of("d", cluster_uid="ref", late=True, captured_at="2026-11-03T00:00:00Z"),
+        # a time no capture writes: said, and neither future nor after the deadline
+        row_of("e", cluster_uid="u5", captured_at="2026-12-09T09:00:00Z\u200b"),
+        row_of("f", cluster_uid="u6", captured_at="2999-01-01 00:00:00 UTC"),
     ]
-    flags.mark(rows, deadline=flags.parse_time("2026-11-02T00:00:00"), shipped={"ref": "x.tgz"})
+    deadline = flags.parse_time("2026-11-02T00:00:00")
+    flags.mark(rows, deadline=deadline, shipped={"x.tgz": {"cluster_uid": "ref"}})
     got = {r.learner: r.flags for r in rows}
-    assert got["a"] == {"same_claim": "b", "same_cluster": "b"}
+    assert got["a"] == {"same_claim": "#1: a", "same_cluster": "#2: kube-system u1…"}
     assert got["b"] == {
         "manifest_learner": "a",
-        "same_claim": "a",
-        "same_cluster": "a",
-        "same_content": "c",
+        "same_claim": "#1: a",
+        "same_cluster": "#2: kube-system u1…",
+        "same_content": "#3: 2 snapshots",
     }
     assert got["c"] == {
-        "same_content": "b",
+        "same_content": "#3: 2 snapshots",
         "future": "2999-01-01T00:00:00Z",
         "after_deadline": "2999-01-01T00:00:00Z",
     }
@@ -778,6 +837,19 @@ def test_flags_need_no_more_than_the_rows():
         "after_deadline": "2026-11-03T00:00:00Z",
         "late": "late",
     }
+    assert got["e"] == {"bad_time": "2026-12-09T09:00:00Z\\u200b"}
+    assert got["f"] == {"bad_time": "2999-01-01 00:00:00 UTC"}
+    assert [(k, d, [r.learner for r in m]) for k, d, m in flags.grouped(rows)] == [
+        ("same_claim", "#1: a", ["a", "b"]),
+        ("same_cluster", "#2: kube-system u1…", ["a", "b"]),
+        ("same_content", "#3: 2 snapshots", ["b", "c"]),
+    ]
+    assert gradebook.flag_tokens(got["b"]) == [
+        "manifest_learner",
+        "same_claim#1",
+        "same_cluster#2",
+        "same_content#3",
+    ]
 
 
 def test_a_file_only_its_manifest_gives_never_takes_a_placed_learners_row(tmp_path):
@@ -801,3 +873,453 @@ def test_a_file_only_its_manifest_gives_never_takes_a_placed_learners_row(tmp_pa
         ("cy", "manifest"),  # one cluster's two files: one learner's resubmission, the latest
     ]
     assert chosen[2].name == "new.gpushare.tgz"
+
+
+# --------------------------------------------------------------------------- who a file is
+
+
+def _chosen(paths: list[Path], roster: Path | None = None, every: bool = False) -> Any:
+    """What a class grade would take of ``paths``: the layout (surveyed) and the rows."""
+    found = inputs.locate(paths)
+    layout = identity.Layout(roster)
+    layout.survey(found)
+    described = [inputs.describe(p, r, layout) for p, r in found]
+    return layout, inputs.select(described, every)
+
+
+def _class_grade(*args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gpushare", "class", "grade", *args, "--lang", "en", *UNSAFE],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=timeout,
+    )
+
+
+def _rows(out: Path) -> dict[str, dict[str, str]]:
+    text = (out / "grades.csv").read_text(encoding="utf-8")
+    return {r["learner"]: r for r in csv.DictReader(io.StringIO(text))}
+
+
+PLANTED = "x:\n  :submitters:\n  - :sid: alice\n    :name: alice\n"
+EXPORT = (
+    "submission_111:\n  :submitters:\n  - :name: Alice Smith\n    :sid: '1001'\n"
+    "submission_222:\n  :submitters:\n  - :name: Mallory\n    :sid: '1002'\n"
+)
+PLANTED_EXPORT = "x:\n  :submitters:\n  - :name: Alice Smith\n    :sid: '1001'\n"
+
+
+def alias_bomb(n: int) -> str:
+    """One anchored list of ``n`` submitters, aliased by ``n`` folders (block style)."""
+    people = "".join(f"  - :sid: s{i}\n    :email: e{i}@x\n" for i in range(n))
+    return (
+        "a0:\n  :submitters: &s\n"
+        + people
+        + "".join(f"a{j}:\n  :submitters: *s\n" for j in range(1, n))
+    )
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A folder-per-learner class and a Gradescope export, each with a learner's own
+    submission_metadata.yml naming a classmate (and metadata files that are a bomb and not
+    YAML at all), the shipped reference handed in under a new cluster uid with one newline
+    added, a copy pair, and a cluster state copied under a new kube-system uid; graded in
+    one run."""
+    base = tmp_path_factory.mktemp("hostile")
+    subs, gs = base / "subs", base / "gs"
+    t = {h: f"2026-12-01T{h}:00:00Z" for h in ("09", "10", "12")}
+    files = {
+        "alice": forge(
+            "reference",
+            subs / "alice" / "alice-20261201T100000Z-aaaaaaaaaaaa.gpushare.tgz",
+            learner="alice",
+            captured_at=t["10"],
+            salt="alice",
+        ),
+        "mallory": forge(
+            "reference",
+            subs / "mallory" / "mine.gpushare.tgz",
+            learner="mallory",
+            captured_at=t["09"],
+            salt="mallory",
+        ),
+        "for-alice": forge(
+            "6-2-script-reads-only-requests",
+            subs / "mallory" / "x" / "for-alice.gpushare.tgz",
+            learner="alice",
+            captured_at=t["12"],
+            salt="for alice",
+        ),
+        "eve": forge("reference", subs / "eve" / "s.gpushare.tgz", learner="eve", salt="eve"),
+        "bomber": forge(
+            "reference", subs / "bomber" / "x" / "s.gpushare.tgz", learner="bomber", salt="b"
+        ),
+        "gs-alice": forge(
+            "reference",
+            gs / "submission_111" / "alice.gpushare.tgz",
+            learner="Alice Smith",
+            captured_at=t["10"],
+            salt="gs alice",
+        ),
+        "gs-mallory": forge(
+            "reference",
+            gs / "submission_222" / "mine.gpushare.tgz",
+            learner="Mallory",
+            captured_at=t["09"],
+            salt="gs mallory",
+        ),
+        "gs-for-alice": forge(
+            "6-2-script-reads-only-requests",
+            gs / "submission_222" / "x" / "for-alice.gpushare.tgz",
+            learner="Alice Smith",
+            captured_at=t["12"],
+            salt="gs for alice",
+        ),
+    }
+    (subs / "mallory" / "submission_metadata.yml").write_text(PLANTED)
+    (subs / "eve" / "submission_metadata.yml").write_text("- {:sid: s0\n")  # not YAML
+    (subs / "bomber" / "submission_metadata.yml").write_text(alias_bomb(3000))
+    (gs / "submission_metadata.yml").write_text(EXPORT)
+    (gs / "submission_222" / "submission_metadata.yml").write_text(PLANTED_EXPORT)
+    # the shipped reference under a new cluster uid, one newline added to one file
+    files["lazy"] = forge(
+        "reference",
+        subs / "lazy" / "s.gpushare.tgz",
+        learner="lazy",
+        same_lab=True,
+        work=lambda wd: (wd / "k8s/gpu-quota.yaml").write_text(
+            (wd / "k8s/gpu-quota.yaml").read_text() + "\n"
+        ),
+    )
+    # bea's work, and cal's copy of it (one file edited) applied on cal's own lab
+    files["bea"] = forge(
+        "5-1-quota-file-says-3", subs / "bea" / "s.gpushare.tgz", learner="bea", salt="bea"
+    )
+
+    def edit_one(wd: Path) -> None:
+        quota = wd / "k8s" / "team-over.yaml"
+        quota.write_text(quota.read_text().replace("name: team-over", "name: team-over # cal"))
+
+    files["cal"] = forge(
+        "5-1-quota-file-says-3",
+        subs / "cal" / "s.gpushare.tgz",
+        learner="cal",
+        salt="bea",
+        work=edit_one,
+    )
+    # dee's cluster.json is bea's with a new kube-system uid (and manifest to match)
+    bea_answers = json.loads(_member(files["bea"], "cluster.json"))
+    dee_uid = str(uuid.uuid4())
+
+    def beas_state(answers: dict[str, Any]) -> None:
+        answers.clear()
+        answers.update(json.loads(json.dumps(bea_answers)))
+        answers["kube-system"]["value"]["metadata"]["uid"] = dee_uid
+
+    files["dee"] = forge(
+        "reference",
+        subs / "dee" / "s.gpushare.tgz",
+        learner="dee",
+        uid=dee_uid,
+        salt="dee",
+        cluster=beas_state,
+    )
+    out = base / "out"
+    started = time.monotonic()
+    proc = _class_grade(str(subs), str(gs), "--out", str(out), "--jobs", "2")
+    return {
+        "files": files,
+        "subs": subs,
+        "gs": gs,
+        "out": out,
+        "proc": proc,
+        "seconds": time.monotonic() - started,
+    }
+
+
+def _member(path: Path, name: str) -> bytes:
+    with tarfile.open(path, "r:gz") as tar:
+        fh = tar.extractfile(name)
+        assert fh is not None
+        return fh.read()
+
+
+def test_a_learners_own_metadata_file_never_says_whose_a_file_is(hostile):
+    """F8: only the export's own submission_metadata.yml (at the PATH) is read; one in a
+    learner's folder is ignored, said, and flagged; alice keeps her own row and grade."""
+    proc = hostile["proc"]
+    assert proc.returncode == 0, proc.stderr
+    rows = _rows(hostile["out"])
+    alice = rows["alice"]
+    assert alice["snapshot"] == hostile["files"]["alice"].name and alice["score"] == "100"
+    assert keys(alice["flags"]) == ["same_claim"]  # mallory's file claims her: said, not obeyed
+    mallory = rows["mallory"]  # both of mallory's files are hers (her folder): the latest
+    assert mallory["snapshot"] == "for-alice.gpushare.tgz"
+    assert keys(mallory["flags"])[:3] == ["manifest_learner", "stray_metadata", "same_claim"]
+    # the Gradescope export: 1001 is the export's Alice Smith, from her own submission
+    assert rows["1001"]["snapshot"] == "alice.gpushare.tgz" and rows["1001"]["score"] == "100"
+    assert rows["1002"]["snapshot"] == "for-alice.gpushare.tgz"
+    assert "stray_metadata" in keys(rows["1002"]["flags"])
+    record = json.loads((hostile["out"] / "1002" / "results.json").read_text())
+    assert record["extra_data"]["submission"]["stray_metadata"] == (
+        "submission_222/submission_metadata.yml"
+    )
+    said = proc.stdout
+    for planted in ("mallory", "eve", "bomber"):
+        assert f"ignored {hostile['subs'] / planted / 'submission_metadata.yml'}" in said
+    assert f"ignored {hostile['gs'] / 'submission_222' / 'submission_metadata.yml'}" in said
+
+
+def test_a_bad_metadata_file_of_a_learner_costs_nothing(hostile):
+    """F9: a metadata file that is not YAML, or an alias bomb, below a learner's folder is
+    never parsed: the class grades (the bomb of 3000 x 3000 took 0.9 GiB to parse before)."""
+    rows = _rows(hostile["out"])
+    assert rows["eve"]["status"] == "passed" and rows["bomber"]["status"] == "passed"
+    assert keys(rows["eve"]["flags"]) == ["stray_metadata"]
+    assert keys(rows["bomber"]["flags"]) == ["stray_metadata"]
+
+
+def test_the_exports_own_metadata_is_read_bounded_or_refused(tmp_path):
+    """F9: a bad metadata file at the export's top is a clear one-line error (exit 2), and an
+    alias bomb there is refused by its measure, never expanded."""
+    gs = tmp_path / "gs"
+    _copy(gs / "submission_1" / "a.gpushare.tgz")
+    (gs / "submission_metadata.yml").write_text("- {:sid: s0\n")
+    proc = _class_grade(str(gs), "--out", str(tmp_path / "o"), timeout=120)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "submission_metadata.yml: not a Gradescope export's metadata" in proc.stderr
+    (gs / "submission_metadata.yml").write_text(alias_bomb(2000))
+    started = time.monotonic()
+    with pytest.raises(identity.LayoutError, match="values once its aliases are expanded"):
+        identity.read_gradescope(gs / "submission_metadata.yml")
+    assert time.monotonic() - started < 10
+    # the export's own, well formed: each folder to its submitters
+    (gs / "submission_metadata.yml").write_text(EXPORT.replace("submission_111", "submission_1"))
+    _layout, chosen = _chosen([gs])
+    assert [(s.learner_id, s.source) for s in chosen] == [("1001", "gradescope")]
+
+
+def test_the_shipped_reference_under_a_new_cluster_uid_is_still_flagged(hostile):
+    """F6: the cluster identity comes from cluster.json, not the manifest: the reference lab's
+    kube-system and object uids are found, the manifest that disagrees is flagged, and one
+    added newline leaves the files copies."""
+    lazy = _rows(hostile["out"])["lazy"]
+    assert lazy["score"] == "100"
+    assert keys(lazy["flags"]) == ["manifest_cluster", "reference_cluster", "reference_files"]
+    page = (hostile["out"] / "report.html").read_text()
+    assert "its manifest names another cluster than the one its answers come from" in page
+
+
+def test_copied_files_and_a_copied_cluster_state_are_groups(hostile):
+    """F6: cal applied bea's files (one edited) on a lab of his own: one same_files group;
+    dee's cluster.json is bea's under a new kube-system uid: its object uids make them one
+    same_cluster group. No one else of the class is in either."""
+    rows = _rows(hostile["out"])
+    files = {k: r for k, r in rows.items() if "same_files" in keys(r["flags"])}
+    clusters = {k: r for k, r in rows.items() if "same_cluster" in keys(r["flags"])}
+    assert sorted(files) == ["bea", "cal"] and sorted(clusters) == ["bea", "dee"]
+    assert (
+        groups_of(rows["bea"]["flags"])["same_files"]
+        == groups_of(rows["cal"]["flags"])["same_files"]
+    )
+    assert keys(rows["dee"]["flags"]) == ["same_cluster"]
+    page = (hostile["out"] / "report.html").read_text()
+    assert page.count("<td>bea, cal</td>") == 1 and page.count("<td>bea, dee</td>") == 1
+
+
+def test_a_roster_bare_name_must_name_one_file(tmp_path):
+    """F10: mallory/alice.gpushare.tgz cannot take alice's row by her roster entry's name."""
+    subs = tmp_path / "subs"
+    _copy(subs / "alice" / "alice.gpushare.tgz")
+    _copy(subs / "mallory" / "mallory.gpushare.tgz")
+    _copy(subs / "mallory" / "alice.gpushare.tgz")
+    roster = tmp_path / "roster.csv"
+    roster.write_text("file,learner\nalice.gpushare.tgz,alice\nmallory.gpushare.tgz,mallory\n")
+    with pytest.raises(identity.LayoutError) as caught:
+        _chosen([subs], roster)
+    said = str(caught.value)
+    assert str(subs / "alice" / "alice.gpushare.tgz") in said
+    assert str(subs / "mallory" / "alice.gpushare.tgz") in said
+    proc = _class_grade(str(subs), "--out", str(tmp_path / "o"), "--roster", str(roster))
+    assert proc.returncode == 2 and "found twice" in proc.stderr, proc.stderr
+    # by their paths, each is the roster's
+    roster.write_text(
+        "file,learner\nalice/alice.gpushare.tgz,alice\nmallory/alice.gpushare.tgz,mallory\n"
+        "mallory.gpushare.tgz,mallory\n"
+    )
+    _layout, chosen = _chosen([subs], roster)
+    assert [(s.folder(False), s.source, s.name) for s in chosen] == [
+        ("alice", "roster", "alice.gpushare.tgz"),
+        ("mallory", "roster", "mallory.gpushare.tgz"),
+    ]
+
+
+def test_two_places_of_one_learner_are_rows_apart_and_flagged(tmp_path):
+    """F8: the layout gives alice a file from her folder and one from another (a roster entry
+    each): the later capture time, which a learner writes, never decides; both are rows of
+    their own, one same_learner group."""
+    subs = tmp_path / "subs"
+    forge("reference", subs / "alice" / "a.gpushare.tgz", learner="alice", salt="a")
+    forge(
+        "reference",
+        subs / "late" / "b.gpushare.tgz",
+        learner="alice",
+        salt="b",
+        captured_at=AFTER_DEADLINE,
+    )
+    forge("reference", subs / "bo" / "c.gpushare.tgz", learner="bo", salt="c")
+    roster = tmp_path / "roster.csv"
+    roster.write_text(
+        "file,learner\nalice/a.gpushare.tgz,alice\nlate/b.gpushare.tgz,alice\n"
+        "bo/c.gpushare.tgz,bo\n"
+    )
+    _layout, chosen = _chosen([subs], roster)
+    assert [(s.folder(False), s.apart) for s in chosen] == [
+        ("alice/a", True),
+        ("alice/b", True),
+        ("bo", False),
+    ]
+    rows = [row_of(s.folder(False), **s.record()) for s in chosen]
+    flags.mark(rows, shipped={})
+    assert [list(r.flags) for r in rows] == [["same_learner"], ["same_learner"], []]
+    assert rows[0].flags["same_learner"] == rows[1].flags["same_learner"] == "#1: alice"
+
+
+def test_row_folders_never_hold_a_rows_file_and_a_regrade_survives(tmp_path):
+    """F5: files named results.json.gpushare.tgz and junit.xml.gpushare.tgz claiming Alice
+    get rows apart whose folders are no row's file; a regrade into the same --out works; a
+    row whose folder cannot be written is an error row of its own, never the end of the run."""
+    subs = tmp_path / "subs"
+    forge("reference", subs / "Alice" / "a.gpushare.tgz", learner="Alice", salt="a")
+    for name in ("results.json", "junit.xml", "JUNIT.XML"):
+        forge("reference", subs / f"{name}.gpushare.tgz", learner="Alice", salt=name)
+    for learner in ("zed", "yan"):
+        forge("reference", subs / f"{learner}.gpushare.tgz", learner=learner, salt=learner)
+    out = tmp_path / "out"
+    first = _class_grade(str(subs), "--out", str(out), "--jobs", "2")
+    assert first.returncode == 0, first.stderr
+    rows = _rows(out)
+    assert set(rows) == {
+        "Alice",
+        "Alice/%72esults.json",
+        "Alice/%6Aunit.xml",
+        "Alice/%4AUNIT.XML",
+        "yan",
+        "zed",
+    }
+    assert (out / "Alice" / "results.json").is_file() and (out / "Alice" / "junit.xml").is_file()
+    # the second run: zed's folder is a file now, yan's results.json a folder
+    shutil.rmtree(out / "zed")
+    (out / "zed").write_text("not a folder\n")
+    (out / "yan" / "results.json").unlink()
+    (out / "yan" / "results.json").mkdir()
+    (out / "old" / "results.json").mkdir(parents=True)  # a stale folder named like a row file
+    second = _class_grade(str(subs), "--out", str(out), "--jobs", "2")
+    assert second.returncode == 0, second.stderr
+    again = _rows(out)
+    assert set(again) == set(rows)
+    assert again["Alice"] == rows["Alice"]
+    for broken in ("zed", "yan"):
+        assert again[broken]["status"] == "error" and again[broken]["score"] == ""
+    assert "zed: error:" in second.stdout and "yan: error:" in second.stdout
+    assert (out / "report.html").is_file()
+
+
+def test_a_capture_time_no_capture_writes_is_flagged_and_never_the_latest(tmp_path):
+    """F7: ``...Z`` with a zero-width space, another notation: flagged bad_time, no future
+    or after_deadline can hide behind it, and it never orders as a learner's latest."""
+    subs = tmp_path / "subs"
+    forge("reference", subs / "kim" / "a.gpushare.tgz", learner="kim", salt="a")
+    forge(
+        "5-1-quota-file-says-3",
+        subs / "kim" / "b.gpushare.tgz",
+        learner="kim",
+        salt="b",
+        captured_at="2026-12-09T09:00:00Z\u200b",
+    )
+    forge(
+        "reference",
+        subs / "lu" / "c.gpushare.tgz",
+        learner="lu",
+        salt="c",
+        captured_at="2999-01-01 00:00:00 UTC",
+    )
+    _layout, chosen = _chosen([subs])
+    assert [(s.learner, s.name) for s in chosen] == [
+        ("kim", "a.gpushare.tgz"),
+        ("lu", "c.gpushare.tgz"),
+    ]
+    _layout, every = _chosen([subs], every=True)
+    rows = [row_of(s.folder(True), **s.record()) for s in every]
+    flags.mark(rows, deadline=flags.parse_time(DEADLINE), shipped={})
+    assert [r.flags for r in rows] == [
+        {},
+        {"bad_time": "2026-12-09T09:00:00Z\\u200b"},
+        {"bad_time": "2999-01-01 00:00:00 UTC"},
+    ]
+    assert snapshot.capture_time("2026-12-09T09:00:00Z") == dt.datetime(
+        2026, 12, 9, 9, tzinfo=dt.UTC
+    )
+    for bad in (
+        "2026-12-09T09:00:00Z\u200b",
+        "2026-W50-3",
+        "2026-12-09T09:00:00+00:00",
+        "２０２６-12-09T09:00:00Z",
+        "2026-13-09T09:00:00Z",
+        20261209,
+    ):
+        assert snapshot.capture_time(bad) is None, bad
+
+
+LOOK_ALIKES = (
+    "Alice",
+    "alice",
+    "ALICE",
+    "\uff21lice",
+    "K\u212a",
+    "kk",
+    "\u00e9lise",
+    "e\u0301lise",
+)
+
+
+def test_look_alike_ids_are_flagged_and_their_folders_never_merge(tmp_path):
+    """F11: ids equal under NFKC and case folding are one look_alike group, and their folders
+    stay apart on a case-insensitive, normalising file system (macOS, Windows)."""
+    subs = tmp_path / "subs"
+    for n, learner in enumerate(LOOK_ALIKES):
+        forge("reference", subs / learner / "s.gpushare.tgz", learner=learner, salt=f"l{n}")
+    _layout, chosen = _chosen([subs])
+    folders = [s.folder(False) for s in chosen]
+    assert sorted(s.learner_id for s in chosen) == sorted(LOOK_ALIKES)
+    assert len({identity.fold(f) for f in folders}) == len(LOOK_ALIKES), folders
+    assert sum("~" not in f for f in folders) == 3  # the first of each fold keeps its name
+    again = [s.folder(False) for s in _chosen([subs])[1]]
+    assert again == folders  # the same learner keeps the same folder
+    rows = [row_of(s.folder(False), **s.record()) for s in chosen]
+    flags.mark(rows, shipped={})
+    groups = [(k, sorted(r.submission["learner"] for r in m)) for k, _d, m in flags.grouped(rows)]
+    assert groups == [
+        # NFC and NFD: the very same name on screen; the manifests name one learner too
+        ("same_claim", sorted(["\u00e9lise", "e\u0301lise"])),
+        ("look_alike", sorted(["Alice", "alice", "ALICE", "\uff21lice"])),
+        ("look_alike", ["K\u212a", "kk"]),
+        ("look_alike", sorted(["\u00e9lise", "e\u0301lise"])),
+    ]
+
+
+def test_a_class_of_copies_is_one_group_not_n_squared_names():
+    """30 submissions of one cluster: one group of 30 names in the report and the summary,
+    never each of 30 rows listing the 29 others."""
+    rows = [
+        row_of(f"learner{n:02}", cluster_uid="one-lab", claimed=f"learner{n:02}") for n in range(30)
+    ]
+    flags.mark(rows, shipped={})
+    assert all(r.flags == {"same_cluster": "#1: kube-system one-lab…"} for r in rows)
+    page = report.render(rows, gradebook.catalog(), "en", seed=0)
+    flagged = page[page.index('id="flags"') :]
+    flagged = flagged[: flagged.index("</table>", flagged.index("</table>") + 1)]
+    assert flagged.count("learner07") == 2  # in the group's list, and as its own row
+    assert len(flagged) < 8000
