@@ -358,7 +358,7 @@ def summary(run: ClassRun) -> str:
             for key, detail, members in groups:
                 number, _, what = detail.partition(": ")
                 names = ", ".join(sorted(r.folder for r in members))
-                lines.append(f"  {number} {key} ({what}): {names}")
+                lines.append(f"  {number} {key}: {what}: {names}")
     if run.diff is not None:
         if run.diff.changes:
             lines.append(text("changed", lang, n=len(run.diff.changes), previous=run.diff.previous))

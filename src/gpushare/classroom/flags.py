@@ -302,9 +302,8 @@ def _same_cluster(rows: list[Row]) -> Iterator[Group]:
             for key in ("graded_cluster_uid", "cluster_uid")
         )
         system = next((s for s in systems if shared[s] > 1), "")
-        common = sum(1 for n in shared.values() if n > 1)
-        what = f"kube-system {system[:8]}…" if system else f"{common} object uids"
-        yield "same_cluster", what, members
+        uid = system or min(k for k, n in shared.items() if n > 1)
+        yield "same_cluster", _short(uid), members  # the kube-system uid, else an object's
 
 
 def _same_content(rows: list[Row]) -> Iterator[Group]:
@@ -316,7 +315,10 @@ def _same_content(rows: list[Row]) -> Iterator[Group]:
         }
     for members in _components(rows, keys):
         if len({_who(r) for r in members}) > 1:
-            yield "same_content", f"{len(members)} snapshots", members
+            ids = {id(r) for r in members}
+            shared = Counter(k for i, r in enumerate(rows) if id(r) in ids for k in keys[i])
+            key = min(k for k, n in shared.items() if n > 1)
+            yield "same_content", _short(key.split(":", 1)[1]), members
 
 
 def _files(sub: JsonObject) -> dict[tuple[str, str], int]:
@@ -384,7 +386,7 @@ def _same_files(
                 {f[0] for f, holding in by_file.items() if len(group & set(holding)) > 1}
             )
             listed = ", ".join(copied[:3]) + (", …" if len(copied) > 3 else "")
-            yield "same_files", f"{len(copied)} files ({listed})", ours
+            yield "same_files", printable(listed, 200), ours
 
 
 def _shipped_keys(shipped: dict[str, JsonObject]) -> dict[str, list[str]]:
@@ -394,6 +396,11 @@ def _shipped_keys(shipped: dict[str, JsonObject]) -> dict[str, list[str]]:
         for key in _cluster_keys(data):
             out.setdefault(key, []).append(name)
     return out
+
+
+def _short(value: str, size: int = 8) -> str:
+    """A uid or hash as the report names a group by it: its first characters."""
+    return printable(value[:size]) + ("…" if len(value) > size else "")
 
 
 def printable(text: str, limit: int = 120) -> str:

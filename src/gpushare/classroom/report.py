@@ -418,7 +418,7 @@ def _flagged(t: _Words, rows: list[Row]) -> str:
     ]
     groups = flags.grouped(rows)
     if groups:
-        out.append(_table(t, "flag_group", "flags", "learners"))
+        out.append(_table(t, "flag_group", "flags", "submissions"))
         for key, detail, members in groups:
             names = ", ".join(sorted(r.folder for r in members))
             out.append(
