@@ -32,7 +32,16 @@ from gpushare.classroom import gradebook, inputs, job, pool, report
 from gpushare.lab import binaries
 from gpushare.sandbox import isolation
 from tests import class_snapshots as snaps
-from tests.helpers import ALL_CHECKS, ROOT, _gpushare, grade_snapshot, kubectl
+from tests import sample_class
+from tests.helpers import (
+    ALL_CHECKS,
+    MAX_SCORE,
+    ROOT,
+    _gpushare,
+    discovered_checks,
+    grade_snapshot,
+    kubectl,
+)
 
 # Learners' scripts run in the sandbox wherever it can run; only where it cannot are they run
 # without it (these are our own scripts).
@@ -657,3 +666,41 @@ def test_a_failure_is_counted_under_its_problem_or_what_was_found(output, reason
 
     cell = gradebook.Cell("1.3", 1, 2, 0, False, "", output)
     assert feedback.reason(cell) == reason
+
+
+def test_the_sample_class_grades_and_flags_as_its_readme_says(tmp_path):
+    """examples/class (made by tests/sample_class.py from real labs): each learner's row
+    scores what their mistakes cost; the dry run flags the copy pair as one group and the late
+    learner, the corrupt upload is an error row, and no one else is flagged (each learner's
+    cluster is their own: no "everyone copied")."""
+    folder = ROOT / "examples" / "class"
+    readme = (folder / "README.md").read_text(encoding="utf-8")
+    deadline = re.search(r"--deadline (\S+)", readme)
+    assert deadline, readme
+    files = sorted(folder.glob(f"*/*{inputs.SUFFIX}"))
+    assert sum(f.stat().st_size for f in files) < 96 * 1024  # small enough to ship
+    out = tmp_path / "class"
+    proc = class_grade(str(folder), "--out", str(out), "--deadline", deadline[1], "--jobs", "2")
+    rows = {r["learner"]: r for r in read_csv(out / "grades.csv")}
+    learners = {x.name: x for x in sample_class.LEARNERS}
+    assert list(rows) == sorted(learners)
+    points = discovered_checks()
+    for name, learner in learners.items():
+        row = rows[name]
+        if learner.corrupt:
+            assert row["status"] == "error" and row["score"] == "", row
+            continue
+        results = json.loads((out / name / "results.json").read_text())
+        failed = {t["number"] for t in results["tests"] if t["status"] != "passed"}
+        assert failed == sample_class.expected(learner), name
+        assert int(row["score"]) == MAX_SCORE - sum(points[n] for n in failed), name
+    flagged = {name: row["flags"] for name, row in rows.items() if row["flags"]}
+    assert flagged == {
+        "ada": "same_files#1",
+        "emre": "same_files#1",
+        "farah": "after_deadline",
+    }, flagged
+    assert "  #1 same_files: bin/check-request.sh, " in proc.stdout
+    assert ", …: ada, emre\n" in proc.stdout
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert page.count("<td>ada, emre</td>") == 1 and "reference_cluster" not in page
