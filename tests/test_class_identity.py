@@ -930,54 +930,36 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     base = tmp_path_factory.mktemp("hostile")
     subs, gs = base / "subs", base / "gs"
     t = {h: f"2026-12-01T{h}:00:00Z" for h in ("09", "10", "12")}
-    files = {
-        "alice": forge(
-            "reference",
-            subs / "alice" / "alice-20261201T100000Z-aaaaaaaaaaaa.gpushare.tgz",
-            learner="alice",
-            captured_at=t["10"],
-            salt="alice",
-        ),
-        "mallory": forge(
-            "reference",
-            subs / "mallory" / "mine.gpushare.tgz",
-            learner="mallory",
-            captured_at=t["09"],
-            salt="mallory",
-        ),
-        "for-alice": forge(
-            "6-2-script-reads-only-requests",
-            subs / "mallory" / "x" / "for-alice.gpushare.tgz",
-            learner="alice",
-            captured_at=t["12"],
-            salt="for alice",
-        ),
-        "eve": forge("reference", subs / "eve" / "s.gpushare.tgz", learner="eve", salt="eve"),
-        "bomber": forge(
-            "reference", subs / "bomber" / "x" / "s.gpushare.tgz", learner="bomber", salt="b"
-        ),
-        "gs-alice": forge(
-            "reference",
-            gs / "submission_111" / "alice.gpushare.tgz",
-            learner="Alice Smith",
-            captured_at=t["10"],
-            salt="gs alice",
-        ),
-        "gs-mallory": forge(
-            "reference",
-            gs / "submission_222" / "mine.gpushare.tgz",
-            learner="Mallory",
-            captured_at=t["09"],
-            salt="gs mallory",
-        ),
-        "gs-for-alice": forge(
-            "6-2-script-reads-only-requests",
-            gs / "submission_222" / "x" / "for-alice.gpushare.tgz",
-            learner="Alice Smith",
-            captured_at=t["12"],
-            salt="gs for alice",
-        ),
+    # in each layout: the victim's own file, the attacker's, and the attacker's file that
+    # claims the victim (captured later, a failing script) below the attacker's metadata file
+    spoofs = {
+        "": (subs / "alice", subs / "mallory", "alice", "mallory"),
+        "gs-": (gs / "submission_111", gs / "submission_222", "Alice Smith", "Mallory"),
     }
+    files: dict[str, Path] = {}
+    for prefix, (victims, attackers, victim, attacker) in spoofs.items():
+        own = victims / "alice-20261201T100000Z-aaaaaaaaaaaa.gpushare.tgz"
+        files[f"{prefix}alice"] = forge(
+            "reference", own, learner=victim, captured_at=t["10"], salt=f"{prefix}alice"
+        )
+        files[f"{prefix}mallory"] = forge(
+            "reference",
+            attackers / "mine.gpushare.tgz",
+            learner=attacker,
+            captured_at=t["09"],
+            salt=f"{prefix}mallory",
+        )
+        files[f"{prefix}for-alice"] = forge(
+            "6-2-script-reads-only-requests",
+            attackers / "x" / "for-alice.gpushare.tgz",
+            learner=victim,
+            captured_at=t["12"],
+            salt=f"{prefix}for alice",
+        )
+    files["eve"] = forge("reference", subs / "eve" / "s.gpushare.tgz", learner="eve", salt="eve")
+    files["bomber"] = forge(
+        "reference", subs / "bomber" / "x" / "s.gpushare.tgz", learner="bomber", salt="b"
+    )
     (subs / "mallory" / "submission_metadata.yml").write_text(PLANTED)
     (subs / "eve" / "submission_metadata.yml").write_text("- {:sid: s0\n")  # not YAML
     (subs / "bomber" / "submission_metadata.yml").write_text(alias_bomb(3000))
@@ -1059,7 +1041,8 @@ def test_a_learners_own_metadata_file_never_says_whose_a_file_is(hostile):
     assert mallory["snapshot"] == "for-alice.gpushare.tgz"
     assert keys(mallory["flags"])[:3] == ["manifest_learner", "stray_metadata", "same_claim"]
     # the Gradescope export: 1001 is the export's Alice Smith, from her own submission
-    assert rows["1001"]["snapshot"] == "alice.gpushare.tgz" and rows["1001"]["score"] == "100"
+    assert rows["1001"]["snapshot"] == hostile["files"]["gs-alice"].name
+    assert rows["1001"]["score"] == "100"
     assert rows["1002"]["snapshot"] == "for-alice.gpushare.tgz"
     assert "stray_metadata" in keys(rows["1002"]["flags"])
     record = json.loads((hostile["out"] / "1002" / "results.json").read_text())
