@@ -1306,3 +1306,31 @@ def test_a_class_of_copies_is_one_group_not_n_squared_names():
     flagged = flagged[: flagged.index("</table>", flagged.index("</table>") + 1)]
     assert flagged.count("learner07") == 2  # in the group's list, and as its own row
     assert len(flagged) < 8000
+
+
+def test_a_manifest_naming_a_classmates_cluster_makes_no_resubmission_of_theirs(tmp_path):
+    """Only manifests say whose these files are: mallory's file claims bob and bob's cluster
+    uid in its manifest, captured later. Its cluster.json is her own lab's, so it is no
+    resubmission of bob's: a row apart, flagged, and bob keeps his row."""
+    subs = tmp_path / "subs"
+    forge("reference", subs / "bob.gpushare.tgz", learner="bob", uid=TWIN_UID, salt="bob")
+
+    def bobs_cluster(manifest: dict[str, Any]) -> None:
+        manifest["cluster"]["uid"] = TWIN_UID
+
+    forge(
+        "6-2-script-reads-only-requests",
+        subs / "zz.gpushare.tgz",
+        learner="bob",
+        salt="mallory",
+        captured_at=AFTER_DEADLINE,
+        manifest=bobs_cluster,
+    )
+    _layout, chosen = _chosen([subs])
+    assert [(s.folder(False), s.name) for s in chosen] == [
+        ("bob/bob", "bob.gpushare.tgz"),
+        ("bob/zz", "zz.gpushare.tgz"),
+    ]
+    rows = [row_of(s.folder(False), **s.record()) for s in chosen]
+    flags.mark(rows, shipped={})
+    assert [list(r.flags) for r in rows] == [["same_claim"], ["same_claim", "manifest_cluster"]]

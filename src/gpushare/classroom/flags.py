@@ -252,10 +252,16 @@ def _by_key(
         # files only their manifests place, from two clusters (two rows apart); two places
         # the layout gives one learner are same_learner's
         untrusted = [r for r in members if r.submission.get("source") not in identity.TRUSTED]
-        clusters = {_text(r.submission, "cluster_uid") for r in untrusted}
+        clusters = {_graded(r.submission) for r in untrusted}
         if len(learners) > 1 or (apart_clusters and len(clusters) > 1):
             shown = _text(members[0].submission, "claimed") if apart_clusters else value
             yield key, printable(shown), members
+
+
+def _graded(sub: JsonObject) -> str:
+    """The cluster a row was graded from: cluster.json's kube-system uid, else the manifest's
+    (as inputs.Submission.cluster)."""
+    return _text(sub, "graded_cluster_uid") or _text(sub, "cluster_uid")
 
 
 def _cluster_keys(sub: JsonObject) -> set[str]:

@@ -77,6 +77,12 @@ class Submission:
         return self.path.name
 
     @property
+    def cluster(self) -> str:
+        """The cluster it was graded from: cluster.json's kube-system uid, else the manifest's
+        (a manifest naming a classmate's cluster makes no resubmission of theirs)."""
+        return str(self.data.get("graded_cluster_uid") or self.cluster_uid)
+
+    @property
     def trusted(self) -> bool:
         """Whether the instructor's layout (not the snapshot) says whose it is."""
         return self.source in identity.TRUSTED
@@ -301,7 +307,7 @@ def select(submissions: list[Submission], every: bool = False) -> list[Submissio
         if every:
             key = (str(sub.path.resolve()), True, "")
         else:
-            key = (sub.folder(False), sub.trusted, sub.origin if sub.trusted else sub.cluster_uid)
+            key = (sub.folder(False), sub.trusted, sub.origin if sub.trusted else sub.cluster)
         held = kept.get(key)
         if held is None or _latest_key(sub) > _latest_key(held):
             kept[key] = sub
