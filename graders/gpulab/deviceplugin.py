@@ -573,6 +573,14 @@ HOMES = {
 }
 
 Field = Callable[[Node, str, int], None]
+# what a Go type takes, as the learner reads it
+_WANT = {
+    "bool": T("type_bool"),
+    "string": T("type_string"),
+    "int": T("type_int"),
+    "list": T("type_list"),
+    "mapping": T("type_mapping"),
+}
 
 
 class _Decoder:
@@ -595,7 +603,7 @@ class _Decoder:
     def wrong_type(self, node: Node, path: str, want: str, phase: float = DECODER) -> None:
         """encoding/json ``UnmarshalTypeError``: saved in a plain struct, returned at once
         from a decoder of the plugin's own."""
-        reason = T("dpr_type", path=path or "config", want=T(f"type_{want}"), found=shown(node))
+        reason = T("dpr_type", path=path or "config", want=_WANT[want], found=shown(node))
         self.refuse(reason, node, path, phase)
 
     def drop(
@@ -737,7 +745,9 @@ class _Decoder:
                 "mofedEnabled": self._bool,
                 "useNodeFeatureAPI": self._bool,
                 "deviceDiscoveryStrategy": self.choice(
-                    DISCOVERY_STRATEGIES, "dpr_discovery", DISCOVERY
+                    DISCOVERY_STRATEGIES,
+                    lambda v: T("dpr_discovery", value=v, values=DISCOVERY_STRATEGIES),
+                    DISCOVERY,
                 ),
                 "plugin": lambda n, p, line: self.struct(n, p, self.plugin_fields()),
                 "gfd": lambda n, p, line: self.struct(n, p, self.gfd_fields()),
@@ -752,14 +762,14 @@ class _Decoder:
         self.r.mig_strategy = got
         self.mig_node = node
 
-    def choice(self, allowed: tuple[str, ...], key: str, phase: float) -> Field:
+    def choice(self, allowed: tuple[str, ...], why: Callable[[str], T], phase: float) -> Field:
         """A string flag main.go ``validateFlags`` checks against its values (an empty
         value is one written, so it is checked; null leaves the default)."""
 
         def take(node: Node, path: str, line: int) -> None:
             got = self.string(node, path)
             if got is not None and got not in allowed:
-                self.refuse(T(key, value=shown(node), values=allowed), node, path, phase)
+                self.refuse(why(shown(node)), node, path, phase)
 
         return take
 
@@ -768,7 +778,11 @@ class _Decoder:
         return {
             "passDeviceSpecs": self._bool,
             "deviceListStrategy": self.list_strategy,
-            "deviceIDStrategy": self.choice(ID_STRATEGIES, "dpr_id_strategy", ID_STRATEGY),
+            "deviceIDStrategy": self.choice(
+                ID_STRATEGIES,
+                lambda v: T("dpr_id_strategy", value=v, values=ID_STRATEGIES),
+                ID_STRATEGY,
+            ),
             "cdiAnnotationPrefix": self._str,
             "nvidiaCTKPath": self._str,
             "containerDriverRoot": self._str,
