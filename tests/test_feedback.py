@@ -614,3 +614,73 @@ def test_pending_reason_is_one_clean_line():
     pod["status"]["conditions"][0]["status"] = "True"
     assert pending_reason(pod) is None
     assert pending_reason({}) is None
+
+
+def test_one_config_slip_names_one_root(outcomes):
+    """A config the plugin refuses, renames or misreads fails its own check, and every check
+    that follows from it names the same root (``cause``), so the feedback tells it once."""
+    refused, renamed = "config:shared:refused", "config:shared:renamed"
+    dropped = "config:shared:ignored:sharing.timeSlcing"
+    roots = {
+        "1.5 renameByDefault: yes (a YAML 1.1 boolean) advertises nvidia.com/gpu.shared": {
+            "1.5": renamed
+        },
+        "2.4 lab-node-1 advertises nvidia.com/gpu.shared: 8, as its renaming config would": {
+            "1.5": renamed,
+            "2.4": renamed,
+        },
+        "8.1 notebook asks for nvidia.com/gpu.shared, the name the renaming config advertises": {
+            "1.5": renamed,
+            "8.1": renamed,
+        },
+        "1.3 shared names the resource in upper case (nvidia.com/GPU)": {
+            "1.3": refused,
+            "1.5": refused,
+        },
+        "1.3 and 1.4: failRequestsGreaterThanOne quoted as 'true', which the plugin refuses": {
+            "1.3": refused,
+            "1.4": refused,
+        },
+        "2.4 replicas 1 and lab-node-1 advertising 2 × 1": {
+            "1.3": refused,
+            "1.5": refused,
+            "2.4": refused,
+        },
+        "1.4 and 1.5: misspelt field sharing.timeSlcing, which the plugin drops": {
+            "1.4": dropped,
+            "1.5": dropped,
+        },
+        "7.1 mps config with migStrategy mixed, which the plugin refuses": {
+            "7.1": "config:mps:refused"
+        },
+        "1.x the ConfigMap deleted from the cluster": dict.fromkeys(
+            ("1.3", "1.4", "1.5", "1.6", "7.1"), "configmap:absent"
+        ),
+    }
+    for case, want in roots.items():
+        o = _case(outcomes, case)
+        assert {n: o.failures[n].cause for n in want} == want, case
+    # a slip of the node alone has no root beyond its own check
+    assert _case(outcomes, "2.4 forgot to multiply (2 on lab-node-1)").failures["2.4"].cause is None
+
+
+def test_2_4_never_reads_a_count_from_a_config_that_gives_none(outcomes):
+    """The shared config refused, renamed or sharing some GPUs advertises no nvidia.com/gpu
+    count to read: 2.4 says the lab's replicas are used, and why; never "read from the
+    ConfigMap"."""
+    for case, why in (
+        ("2.4 replicas 1 and lab-node-1 advertising 2 × 1", "why_refused"),
+        (
+            "2.4 lab-node-1 advertises nvidia.com/gpu.shared: 8, as its renaming config would",
+            "why_renamed",
+        ),
+    ):
+        keys = _keys(_case(outcomes, case).failures["2.4"].expected)
+        assert {"derive_lab_because", why} <= keys and "derive_replicas" not in keys, case
+    for case in (  # and these advertise the lab's 8 already: 2.4 passes
+        "1.5 renameByDefault: yes (a YAML 1.1 boolean) advertises nvidia.com/gpu.shared",
+        "1.5 shared devices: [0], only one GPU of a node shared",
+        "1.3 shared devices malformed (devices: some)",
+        "valid: shared lists nvidia.com/gpu twice (2, then 4): the plugin uses 4",
+    ):
+        assert "2.4" not in _case(outcomes, case).failures, case

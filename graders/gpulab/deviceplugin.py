@@ -677,6 +677,16 @@ class _Decoder:
         self.wrong_type(node, path, "int", phase)
         return None
 
+    def slice(self, node: Node, path: str) -> list[Node] | None:
+        """A JSON array into a Go slice in a plain struct: its items; None for null (a nil
+        slice) and for anything else, which is a type error."""
+        if _null(node):
+            return None
+        if not isinstance(node, Sequence):
+            self.wrong_type(node, path, "list", SAVED)
+            return None
+        return node.items
+
     def _bool(self, node: Node, path: str, line: int) -> None:
         self.boolean(node, path)
 
@@ -829,12 +839,10 @@ class _Decoder:
         ``validateFlags``: channel IDs [] or [0]."""
 
         def channels(n: Node, p: str, line: int) -> None:
-            if _null(n):
+            items = self.slice(n, p)
+            if items is None:
                 return
-            if not isinstance(n, Sequence):
-                self.wrong_type(n, p, "list", SAVED)
-                return
-            ids = [self.integer(item, f"{p}[{i}]", SAVED) for i, item in enumerate(n.items)]
+            ids = [self.integer(item, f"{p}[{i}]", SAVED) for i, item in enumerate(items)]
             if None not in ids and ids not in ([], [0]):
                 self.refuse(T("dpr_imex", value=shown(n)), n, p, IMEX)
 
@@ -846,12 +854,7 @@ class _Decoder:
         ``DisableResourceNamingInConfig`` ("not yet supported")."""
 
         def entries(n: Node, p: str, line: int) -> None:
-            if _null(n):
-                return
-            if not isinstance(n, Sequence):
-                self.wrong_type(n, p, "list", SAVED)
-                return
-            for i, item in enumerate(n.items):
+            for i, item in enumerate(self.slice(n, p) or []):
                 self.pattern_resource(item, f"{p}[{i}]")
 
         before = len(self.r.refusals)
