@@ -265,9 +265,9 @@ def shared_replicas(lab: LabState) -> Derived:
         follows = (target, PHYSICAL_GPUS * (moved[0].replicas or LAB_REPLICAS))
         why = T("why_renamed", advertised=target)
         return Derived(LAB_REPLICAS, False, why, renamed("shared"), follows)
-    some = [e for e in entries if e.devices is not None and not e.devices.all]
+    some = [e.devices for e in entries if e.devices is not None and not e.devices.all]
     if some:
-        return Derived(LAB_REPLICAS, False, T("why_some_devices", value=some[0].devices.written))  # type: ignore[union-attr]
+        return Derived(LAB_REPLICAS, False, T("why_some_devices", value=some[0].written))
     return Derived(replicas, True)
 
 

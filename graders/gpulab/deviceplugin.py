@@ -255,7 +255,8 @@ class _Composer:
     def scalar(self, node: yaml.ScalarNode) -> Scalar:
         text, line = str(node.value), self.line(node)
         if not node.style:  # plain: None in PyYAML's parser, "" in libyaml's
-            implicit = self.loader.resolve(yaml.ScalarNode, text, (True, False))  # type: ignore[no-untyped-call]
+            # PyYAML's own resolution of this plain text: a tag that differs was written
+            implicit = self.loader.resolve(yaml.ScalarNode, text, (True, False))  # type: ignore[no-untyped-call]  # PyYAML ships no annotations
             value = resolve_plain(text) if node.tag == implicit else _tagged(node.tag, text, line)
             return Scalar(value, text, line)
         if node.tag == _TAG + "str":  # quoted or a block scalar: text (decode.go ``scalar``)
