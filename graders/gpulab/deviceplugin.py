@@ -35,6 +35,7 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import lru_cache
 
 import yaml
 
@@ -544,6 +545,7 @@ def _text(node: Node | None) -> str | None:
     return None
 
 
+@lru_cache(maxsize=4096)  # keys are strangers': bounded
 def _fold(text: str) -> str:
     """A key folded as encoding/json matches field names: case-insensitively, by Unicode
     simple folding (the long s matches s, the Kelvin sign k)."""
