@@ -1,18 +1,9 @@
 """Step 1: namespaces, and one ConfigMap holding two device-plugin configs."""
 
-from gpulab import CONFIGMAP_NAME, CONFIGMAP_NS, GPU, HINT_QUERIES, QUERIES
-from gpulab.rules import (
-    config_format_problem,
-    device_plugin_config,
-    dig,
-    field_paths,
-    find_object,
-    show_field,
-    show_yaml,
-    usable,
-    where_cm,
-)
-from gpushare.grading.checks import T, check, fail
+from gpulab import CONFIGMAP_NAME, CONFIGMAP_NS, GPU, HINT_QUERIES, QUERIES, configs
+from gpulab.deviceplugin import NONE, shown
+from gpulab.rules import find_object, usable, where_cm
+from gpushare.grading.checks import T, Value, check, fail
 from gpushare.grading.labstate import LabState
 from gpushare.submissions.workdir import LineDict, Workdir, load_yaml_text, yaml_kind
 
@@ -69,71 +60,84 @@ def test_1_2_file_describes_the_configmap(lab: LabState, work: Workdir) -> None:
 
 
 @check("1.3", 2)
-def test_1_3_both_are_valid_device_plugin_configs(lab: LabState) -> None:
+def test_1_3_both_are_configs_the_device_plugin_accepts(lab: LabState) -> None:
+    """Judged as the plugin reads them (gpulab.deviceplugin): what it refuses fails here
+    with its reason; a field it does not know it drops, which costs nothing here (the
+    checks of what the config must do then judge what is left)."""
     for key in ("default", "shared"):
-        problem = config_format_problem(device_plugin_config(lab, key), key)
-        if problem:
-            expected, found, line = problem
-            fail(expected=expected, found=found, where=where_cm(key, line))
+        read = configs.reading(lab, key)
+        refusal = configs.the_refusal(read)
+        if refusal is not None:
+            # default is judged as the lab defines it: a problem in its sharing is reported
+            # as what the lab asks there, no sharing at all (1.6 says it too)
+            in_sharing = key == "default" and refusal.path.startswith("sharing")
+            fail(
+                expected=T("default_no_sharing") if in_sharing else T("dp_accepts"),
+                found=configs.refusal_found(read, refusal),
+                where=where_cm(key, refusal.line),
+                cause=configs.refused(key),
+            )
 
 
 @check("1.4", 2)
 def test_1_4_shared_refuses_multi_slice_requests(lab: LabState) -> None:
-    cfg = device_plugin_config(lab, "shared")
-    ts = dig(cfg, "sharing", "timeSlicing")
-    if not isinstance(ts, LineDict):
-        fail(expected="sharing.timeSlicing", found=T("absent"), where=where_cm("shared"))
-    value = ts.get("failRequestsGreaterThanOne")
-    if value is not True:
-        found = T("absent") if value is None else show_field("failRequestsGreaterThanOne", value)
-        line = ts.line_of("failRequestsGreaterThanOne")
-        # written, but at another level, where the plugin drops it: say where, and where to
-        elsewhere = [
-            p
-            for p in field_paths(cfg, "failRequestsGreaterThanOne")
-            if p[0] != f"{HOME}.failRequestsGreaterThanOne"
-        ]
-        if value is None and elsewhere:
-            path, at = elsewhere[0]
-            parent = path.rpartition(".")[0]
-            found = (
-                T("field_found_at", field="failRequestsGreaterThanOne", path=parent, home=HOME)
-                if parent
-                else T("field_misplaced", field="failRequestsGreaterThanOne", home=HOME)
-            )
-            line = at or line
+    read = configs.readable(lab, "shared")
+    want = "failRequestsGreaterThanOne: true"
+    method = configs.method_of(lab, "shared", read, "timeSlicing", want)
+    if method.fail_requests is True:
+        return
+    line = method.fail_requests_line or method.line
+    if method.fail_requests is None:  # written, and refused ("true" quoted): see 1.3
+        node = method.fail_requests_node
         fail(
-            expected="failRequestsGreaterThanOne: true",
-            found=found,
+            expected=want,
+            found=T("quoted_value", text=f"failRequestsGreaterThanOne: {shown(node)}")
+            if shown(node).startswith('"')
+            else f"failRequestsGreaterThanOne: {shown(node)}",
             where=where_cm("shared", line),
+            cause=configs.refused("shared"),
         )
+    if method.fail_requests_node is not None:
+        found: Value = f"failRequestsGreaterThanOne: {shown(method.fail_requests_node)}"
+        fail(expected=want, found=found, where=where_cm("shared", line))
+    # not written where the plugin reads it: written elsewhere, or in another case?
+    note = configs.note_for(read, f"{HOME}.failRequestsGreaterThanOne")
+    if note is not None:
+        parent = note.path.rpartition(".")[0]
+        found = (
+            configs.note_value(note)
+            if note.why == "case"
+            else T("field_found_at", field="failRequestsGreaterThanOne", path=parent, home=HOME)
+            if parent
+            else T("field_misplaced", field="failRequestsGreaterThanOne", home=HOME)
+        )
+        fail(
+            expected=want,
+            found=found,
+            where=where_cm("shared", note.line),
+            cause=configs.dropped("shared", note),
+        )
+    fail(expected=want, found=T("absent"), where=where_cm("shared", line))
 
 
 @check("1.5", 2)
 def test_1_5_shared_time_slices_gpu_four_ways(lab: LabState) -> None:
-    cfg = device_plugin_config(lab, "shared")
-    resources = dig(cfg, "sharing", "timeSlicing", "resources")
-    first = dig(resources, 0)
-    if not isinstance(first, LineDict):
-        fail(
-            expected="sharing.timeSlicing.resources[0]", found=T("absent"), where=where_cm("shared")
-        )
-    found = f"name: {show_yaml(first.get('name'))}, replicas: {show_yaml(first.get('replicas'))}"
-    replicas = first.get("replicas")
-    if first.get("name") != GPU or replicas != 4 or isinstance(replicas, bool):
-        fail(
-            expected=f"name: {GPU}, replicas: 4",
-            found=T("quoted_value", text=found) if isinstance(replicas, str) else found,
-            where=where_cm("shared", first.line),
-        )
+    """What a node with this config advertises: nvidia.com/gpu, under its own name (no
+    renameByDefault, no rename), four times on every GPU."""
+    read = configs.readable(lab, "shared")
+    expected = f"name: {GPU}, replicas: 4"
+    method = configs.method_of(lab, "shared", read, "timeSlicing", expected)
+    configs.shares_gpu_four_ways(lab, "shared", read, method)
 
 
 @check("1.6", 2)
 def test_1_6_default_does_not_share(lab: LabState) -> None:
-    cfg = device_plugin_config(lab, "default")
-    if "sharing" in cfg:
+    read = configs.readable(lab, "default")
+    bad = [r for r in read.refusals if r.path.startswith("sharing")]
+    if read.strategy != NONE or bad:
         fail(
             expected=T("no_key", key="sharing"),
             found=T("key_present", key="sharing"),
-            where=where_cm("default", cfg.line_of("sharing")),
+            where=where_cm("default", read.sharing_line),
+            cause=configs.refused("default") if bad else None,
         )

@@ -1,18 +1,10 @@
 """Step 7: a third way (MPS) in the same ConfigMap, and the isolation table."""
 
-from gpulab import GPU, HINT_QUERIES, QUERIES
-from gpulab.rules import (
-    ISOLATION,
-    ISOLATION_VALUES,
-    device_plugin_config,
-    dig,
-    show_yaml,
-    usable,
-    where_cm,
-)
+from gpulab import HINT_QUERIES, QUERIES, configs
+from gpulab.rules import ISOLATION, ISOLATION_VALUES, usable, where_cm
 from gpushare.grading.checks import T, check, fail
 from gpushare.grading.labstate import LabState
-from gpushare.submissions.workdir import LineDict, Workdir
+from gpushare.submissions.workdir import Workdir
 
 READS, HINT_READS = QUERIES, HINT_QUERIES
 
@@ -21,26 +13,28 @@ FILE = "out/isolation.txt"
 
 @check("7.1", 4)
 def test_7_1_mps_config(lab: LabState) -> None:
-    cfg = device_plugin_config(lab, "mps")
-    sharing = cfg.get("sharing")
-    if isinstance(sharing, LineDict) and "timeSlicing" in sharing:
+    """The mps config as the plugin reads and validates it (a config it refuses fails here
+    with its reason), then the lab's rules: sharing.mps alone, nvidia.com/gpu under its own
+    name on every GPU, replicas 4; and default and shared still there."""
+    read = configs.reading(lab, "mps")
+    refusal = configs.the_refusal(read)
+    if refusal is not None:
+        fail(
+            expected=T("dp_accepts"),
+            found=configs.refusal_found(read, refusal),
+            where=where_cm("mps", refusal.line),
+            cause=configs.refused("mps"),
+        )
+    if read.time_slicing is not None:
         fail(
             expected=T("no_key", key="sharing.timeSlicing"),
             found=T("key_present", key="sharing.timeSlicing"),
-            where=where_cm("mps", sharing.line_of("timeSlicing")),
+            where=where_cm("mps", read.time_slicing.line),
         )
-    first = dig(cfg, "sharing", "mps", "resources", 0)
-    if not isinstance(first, LineDict):
-        fail(expected="sharing.mps.resources[0]", found=T("absent"), where=where_cm("mps"))
-    replicas = first.get("replicas")
-    if first.get("name") != GPU or replicas != 4 or isinstance(replicas, bool):
-        fail(
-            expected=f"name: {GPU}, replicas: 4",
-            found=f"name: {show_yaml(first.get('name'))}, replicas: {show_yaml(replicas)}",
-            where=where_cm("mps", first.line),
-        )
+    method = configs.method_of(lab, "mps", read, "mps", "sharing.mps.resources[0]")
+    configs.shares_gpu_four_ways(lab, "mps", read, method)
     for key in ("default", "shared"):  # adding mps must not lose the first two
-        device_plugin_config(lab, key)
+        configs.readable(lab, key)
 
 
 def _answer(value: str) -> str | None:

@@ -1,6 +1,6 @@
 """Step 8: each workload on the node that suits it, chosen by labels, recorded truthfully."""
 
-from gpulab import GPU, HINT_QUERIES, MIG_PREFIX, QUERIES, namespaces_of_pod
+from gpulab import GPU, HINT_QUERIES, MIG_PREFIX, QUERIES, configs, namespaces_of_pod
 from gpulab.rules import (
     PLACEMENT,
     dig,
@@ -45,6 +45,13 @@ def _resource_problem(pod: JsonObject) -> tuple[Value, Value] | None:
     return None
 
 
+def _renamed_cause(lab: LabState, pod: JsonObject) -> str | None:
+    """The root of a pod asking for the name the shared config's renaming advertises
+    (nvidia.com/gpu.shared) instead of nvidia.com/gpu: that config's check (1.5)."""
+    name = configs.renamed_gpu(lab)
+    return configs.renamed("shared") if name and requested(pod, name) else None
+
+
 @check("8.1", 3)
 def test_8_1_placement_file(lab: LabState, work: Workdir) -> None:
     objs = usable(work.objects(FILE))
@@ -57,6 +64,7 @@ def test_8_1_placement_file(lab: LabState, work: Workdir) -> None:
                 expected=problem[0],
                 found=problem[1],
                 where=line_of(pod, FILE, "spec", "containers"),
+                cause=_renamed_cause(lab, pod),
             )
         spec = pod.get("spec")
         if isinstance(spec, dict) and spec.get("nodeName"):
@@ -127,6 +135,7 @@ def test_8_2_pods_on_the_right_nodes(lab: LabState) -> None:
                 found=problem[1],
                 where=T("cluster_pod", pod=f"{NS}/{name}"),
                 hint=T("hint_one_device_each"),
+                cause=_renamed_cause(lab, pod),
             )
         node = (pod.get("spec") or {}).get("nodeName")
         if node != PLACEMENT[name]:

@@ -215,13 +215,13 @@ def extra_cases() -> list[Case]:
             ),
         ),
         c(
-            "1.3 misspelt field sharing.timeSlcing",
-            frozenset({"1.3", "1.4", "1.5"}),
+            "1.4 and 1.5: misspelt field sharing.timeSlcing, which the plugin drops",
+            frozenset({"1.4", "1.5"}),
             cluster=_reapply_cm("      timeSlicing:", "      timeSlcing:"),
         ),
         c(
-            "1.3 unknown top-level field flag",
-            frozenset({"1.3"}),
+            "valid: an unknown top-level field (flag), which the plugin drops",
+            frozenset(),
             cluster=_reapply_cm(
                 "  default: |-\n    version: v1\n    flags:",
                 "  default: |-\n    version: v1\n    flag:",
@@ -266,8 +266,8 @@ def extra_cases() -> list[Case]:
             ),
         ),
         c(
-            "1.3 and 1.4: failRequestsGreaterThanOne under sharing, not sharing.timeSlicing",
-            frozenset({"1.3", "1.4"}),
+            "1.4 failRequestsGreaterThanOne under sharing, where the plugin drops it",
+            frozenset({"1.4"}),
             cluster=_reapply_cm(
                 "    sharing:\n      timeSlicing:\n        failRequestsGreaterThanOne: true\n",
                 "    sharing:\n      failRequestsGreaterThanOne: true\n      timeSlicing:\n",
@@ -305,8 +305,8 @@ def extra_cases() -> list[Case]:
             ),
         ),
         c(
-            "1.4 failRequestsGreaterThanOne quoted as 'true'",
-            frozenset({"1.4"}),
+            "1.3 and 1.4: failRequestsGreaterThanOne quoted as 'true', which the plugin refuses",
+            frozenset({"1.3", "1.4"}),
             cluster=_reapply_cm(
                 "failRequestsGreaterThanOne: true", "failRequestsGreaterThanOne: 'true'"
             ),
@@ -315,6 +315,168 @@ def extra_cases() -> list[Case]:
             "1.4 failRequestsGreaterThanOne left out",
             frozenset({"1.4"}),
             cluster=_reapply_cm("        failRequestsGreaterThanOne: true\n", ""),
+        ),
+        # the configs as the device plugin reads them (gpulab.deviceplugin)
+        c(
+            "valid: default left empty (no sharing)",
+            frozenset(),
+            cluster=_reapply_cm(
+                "  default: |-\n    version: v1\n    flags:\n      migStrategy: none\n",
+                '  default: ""\n',
+            ),
+        ),
+        c(
+            "valid: shared with name gpu, replicas 4.0 and migStrategy left empty",
+            frozenset(),
+            cluster=_reapply_cm(
+                SHARED_BLOCK,
+                "  shared: |-\n    version: v1\n    flags:\n      migStrategy:\n"
+                "    sharing:\n      timeSlicing:\n        failRequestsGreaterThanOne: true\n"
+                "        resources:\n          - name: gpu\n            replicas: 4.0\n",
+            ),
+        ),
+        c(
+            "valid: shared as two YAML documents (the plugin reads the first)",
+            frozenset(),
+            cluster=_reapply_cm(
+                SHARED_RESOURCE,
+                SHARED_RESOURCE.removesuffix("  mps") + "    ---\n    version: v2\n  mps",
+            ),
+        ),
+        c(
+            "valid: shared lists nvidia.com/gpu twice (2, then 4): the plugin uses 4",
+            frozenset(),
+            cluster=_reapply_cm(
+                SHARED_RESOURCE,
+                "          - name: nvidia.com/gpu\n            replicas: 2\n" + SHARED_RESOURCE,
+            ),
+        ),
+        c(
+            "valid: mps with name gpu and replicas 4.0",
+            frozenset(),
+            cluster=_reapply_cm(
+                "      mps:\n        resources:\n          - name: nvidia.com/gpu\n"
+                "            replicas: 4",
+                "      mps:\n        resources:\n          - name: gpu\n            replicas: 4.0",
+            ),
+        ),
+        c(
+            "1.3 default migStrategy quoted empty (''), which the plugin refuses",
+            frozenset({"1.3"}),
+            cluster=_reapply_cm(
+                "      migStrategy: none\n  shared", "      migStrategy: ''\n  shared"
+            ),
+        ),
+        c(
+            "1.3 shared devices malformed (devices: some)",
+            frozenset({"1.3"}),
+            cluster=_reapply_cm(
+                SHARED_RESOURCE,
+                SHARED_RESOURCE.removesuffix("  mps") + "            devices: some\n  mps",
+            ),
+        ),
+        c(
+            "1.3 shared devices: 3, more GPUs than a lab node has",
+            frozenset({"1.3"}),
+            cluster=_reapply_cm(
+                SHARED_RESOURCE,
+                SHARED_RESOURCE.removesuffix("  mps") + "            devices: 3\n  mps",
+            ),
+        ),
+        c(
+            "1.5 shared devices: [0], only one GPU of a node shared",
+            frozenset({"1.5"}),
+            cluster=_reapply_cm(
+                SHARED_RESOURCE,
+                SHARED_RESOURCE.removesuffix("  mps") + "            devices: [0]\n  mps",
+            ),
+        ),
+        c(
+            "1.4 FailRequestsGreaterThanOne capitalised, which the plugin does not read",
+            frozenset({"1.4"}),
+            cluster=_reapply_cm(
+                "failRequestsGreaterThanOne: true", "FailRequestsGreaterThanOne: true"
+            ),
+        ),
+        c(
+            "1.4 and 1.5: shared has mps as well, and the plugin uses MPS",
+            frozenset({"1.4", "1.5"}),
+            cluster=_reapply_cm(
+                SHARED_RESOURCE,
+                SHARED_RESOURCE.removesuffix("  mps")
+                + "      mps:\n        resources:\n          - name: nvidia.com/gpu\n"
+                "            replicas: 4\n  mps",
+            ),
+        ),
+        c(
+            "1.5 renameByDefault: yes (a YAML 1.1 boolean) advertises nvidia.com/gpu.shared",
+            frozenset({"1.5"}),
+            cluster=_reapply_cm(
+                "        failRequestsGreaterThanOne: true\n",
+                "        failRequestsGreaterThanOne: true\n        renameByDefault: yes\n",
+            ),
+        ),
+        c(
+            "1.5 a per-resource rename to nvidia.com/gpu.shared",
+            frozenset({"1.5"}),
+            cluster=_reapply_cm(
+                SHARED_RESOURCE,
+                SHARED_RESOURCE.removesuffix("  mps")
+                + "            rename: nvidia.com/gpu.shared\n  mps",
+            ),
+        ),
+        c(
+            "2.4 lab-node-1 advertises nvidia.com/gpu.shared: 8, as its renaming config would",
+            frozenset({"1.5", "2.4"}),
+            cluster=_steps(
+                _reapply_cm(
+                    "        failRequestsGreaterThanOne: true\n",
+                    "        failRequestsGreaterThanOne: true\n        renameByDefault: true\n",
+                ),
+                _status(
+                    "lab-node-1",
+                    '{"status":{"capacity":{"nvidia.com/gpu":null,"nvidia.com/gpu.shared":"8"},'
+                    '"allocatable":{"nvidia.com/gpu":null,"nvidia.com/gpu.shared":"8"}}}',
+                ),
+            ),
+        ),
+        c(
+            "8.1 notebook asks for nvidia.com/gpu.shared, the name the renaming config advertises",
+            frozenset({"1.5", "8.1"}),
+            cluster=_reapply_cm(
+                "        failRequestsGreaterThanOne: true\n",
+                "        failRequestsGreaterThanOne: true\n        renameByDefault: true\n",
+            ),
+            files=_file(
+                PLACEMENT,
+                "    - name: lab\n      image: registry.k8s.io/pause:3.10\n      resources:\n"
+                "        limits:\n          nvidia.com/gpu: 1",
+                "    - name: lab\n      image: registry.k8s.io/pause:3.10\n      resources:\n"
+                "        limits:\n          nvidia.com/gpu.shared: 1",
+            ),
+        ),
+        c(
+            "7.1 mps renameByDefault: true advertises nvidia.com/gpu.shared",
+            frozenset({"7.1"}),
+            cluster=_reapply_cm(
+                "      mps:\n        resources:",
+                "      mps:\n        renameByDefault: true\n        resources:",
+            ),
+        ),
+        c(
+            "7.1 mps version v2",
+            frozenset({"7.1"}),
+            cluster=_reapply_cm("  mps: |-\n    version: v1", "  mps: |-\n    version: v2"),
+        ),
+        c(
+            "7.1 mps devices malformed (devices: [first])",
+            frozenset({"7.1"}),
+            cluster=_reapply_cm(
+                "      mps:\n        resources:\n          - name: nvidia.com/gpu\n"
+                "            replicas: 4\n",
+                "      mps:\n        resources:\n          - name: nvidia.com/gpu\n"
+                "            replicas: 4\n            devices: [first]\n",
+            ),
         ),
         c(
             "1.x the shared key is missing",

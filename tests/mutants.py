@@ -363,6 +363,30 @@ CLUSTER_MUTANTS = [
         ),
     ),
     _m(
+        "1.3 default sets a deviceListStrategy the plugin does not have",
+        {"1.3"},
+        cluster=_reapply_cm(
+            "    flags:\n      migStrategy: none\n  shared",
+            "    flags:\n      migStrategy: none\n      plugin:\n"
+            "        deviceListStrategy: volume\n  shared",
+        ),
+    ),
+    _m(
+        "1.3 shared names the resource in upper case (nvidia.com/GPU)",
+        {"1.3", "1.5"},
+        cluster=_reapply_cm(
+            "          - name: nvidia.com/gpu\n", "          - name: nvidia.com/GPU\n"
+        ),
+    ),
+    _m(
+        "1.5 shared renames nvidia.com/gpu (renameByDefault: true)",
+        {"1.5"},
+        cluster=_reapply_cm(
+            "        failRequestsGreaterThanOne: true\n",
+            "        failRequestsGreaterThanOne: true\n        renameByDefault: true\n",
+        ),
+    ),
+    _m(
         "2.1 lab-node-0 label missing",
         {"2.1"},
         cluster=lambda lab, wd: _k(
@@ -482,6 +506,14 @@ CLUSTER_MUTANTS = [
             "    sharing:\n      mps:\n",
             "    sharing:\n      timeSlicing:\n        resources:\n"
             "          - name: nvidia.com/gpu\n            replicas: 4\n      mps:\n",
+        ),
+    ),
+    _m(
+        "7.1 mps config with migStrategy mixed, which the plugin refuses",
+        {"7.1"},
+        cluster=_reapply_cm(
+            "  mps: |-\n    version: v1\n",
+            "  mps: |-\n    version: v1\n    flags:\n      migStrategy: mixed\n",
         ),
     ),
     _m("8.2 batch-train running on the shared node", {"8.2"}, cluster=_batch_train_on_shared),

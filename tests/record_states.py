@@ -6,7 +6,9 @@ a real lab of its own, the fresh lab, the reference solution, every mutant of
 snapshot``, as a learner's ``make submit`` would. It writes ``tests/recorded/<id>.gpushare.tgz``
 with ``tests/recorded/index.json`` (what each state must score), and the two examples of
 ``make demo`` in ``examples/``. Run it again whenever the snapshot format or a grader's reads
-change: the fast tier refuses recordings of another format.
+change: the fast tier refuses recordings of another format. ``--only MUTANT`` (repeatable,
+the mutant's id or the slug its file is named by) records just those mutants' states and
+adds them to the index, keeping every other recording as it is.
 """
 
 from __future__ import annotations
@@ -50,7 +52,9 @@ def _take(lab: cluster.Lab, workdir: Path, learner: str, out: Path) -> Path:
     return capture.take(workdir, kubeconfig=str(lab.kubeconfig), learner=learner, out=out)
 
 
-def record(name: str) -> None:
+def record(name: str, only: set[str] | None = None) -> None:
+    if only:
+        return record_only(name, only)
     lab = cluster.up(name)
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
@@ -108,13 +112,45 @@ def record(name: str) -> None:
         print(f"{len(index)} states in {RECORDED}, 2 examples in {EXAMPLES}", file=sys.stderr)
 
 
+def record_only(name: str, only: set[str]) -> None:
+    """The states of the mutants ``only`` names, written beside the recordings there are."""
+    chosen = [m for m in FILE_MUTANTS + CLUSTER_MUTANTS if m.id in only or slug(m.id) in only]
+    unknown = only - {m.id for m in chosen} - {slug(m.id) for m in chosen}
+    if unknown:
+        raise SystemExit(f"no such mutant: {', '.join(sorted(unknown))}")
+    lab = cluster.up(name)
+    index = json.loads((RECORDED / "index.json").read_text())
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        state = LabState(lab, tmp / "solved")
+        state.fresh()
+        for mutant in chosen:
+            work = tmp / f"w-{slug(mutant.id)}"
+            shutil.copytree(state.solve(), work, symlinks=True)
+            if mutant.files is not None:
+                mutant.files(work)
+            if mutant.cluster is not None:
+                state.dirty()
+                mutant.cluster(lab, work)
+            path = _take(lab, work, slug(mutant.id), tmp / "out")
+            shutil.copy(path, RECORDED / f"{slug(mutant.id)}.gpushare.tgz")
+            index[slug(mutant.id)] = {"fails": sorted(mutant.fails), "what": mutant.id}
+            print(
+                f"recorded {slug(mutant.id)}: {len(mutant.fails)} checks must fail", file=sys.stderr
+            )
+    (RECORDED / "index.json").write_text(json.dumps(index, indent=1, sort_keys=True) + "\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cluster", default=f"gpushare-record-{os.getpid()}")
     parser.add_argument("--keep", action="store_true", help="keep the lab afterwards")
+    parser.add_argument(
+        "--only", action="append", metavar="MUTANT", help="record just this mutant's state"
+    )
     args = parser.parse_args()
     try:
-        record(args.cluster)
+        record(args.cluster, set(args.only) if args.only else None)
     finally:
         if not args.keep:
             cluster.down(args.cluster)

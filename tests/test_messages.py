@@ -37,7 +37,7 @@ def test_every_catalog_is_complete(lang):
 def _keys_used_in_code() -> set[str]:
     """Every literal catalog key passed to T(...) in the graders and the package."""
     keys: set[str] = set()
-    for path in [*ROOT.glob("graders/*.py"), *ROOT.glob("src/gpushare/*.py")]:
+    for path in [*ROOT.glob("graders/**/*.py"), *ROOT.glob("src/gpushare/**/*.py")]:
         for node in ast.walk(ast.parse(path.read_text())):
             if (
                 isinstance(node, ast.Call)

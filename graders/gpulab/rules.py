@@ -7,18 +7,17 @@ returns a value or fails the check with a problem (``fail``); none crashes on le
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
 import yaml
 
-from gpulab import CONFIG_LABEL, CONFIGMAP_NAME, CONFIGMAP_NS, GPU
+from gpulab import CONFIG_LABEL, CONFIGMAP_NAME, CONFIGMAP_NS
 from gpushare.data import Json, JsonObject
 from gpushare.grading.checks import T, Value, fail
 from gpushare.grading.labstate import LabState, quantity, requested, show_quantity
 from gpushare.lab import nodes
-from gpushare.submissions.workdir import FileProblem, LineDict, load_yaml_text, yaml_kind
+from gpushare.submissions.workdir import FileProblem, LineDict
 
 R = TypeVar("R")
 
@@ -89,156 +88,6 @@ def show_field(name: str, value: object) -> str | T:
     return T("quoted_value", text=text) if isinstance(value, str) else text
 
 
-def device_plugin_config(lab: LabState, key: str) -> LineDict:
-    """The parsed device-plugin config stored under ``key``; fails the check otherwise."""
-    cm = lab.read("configmap")
-    if cm is None:
-        fail(expected=T("configmap_present"), found=T("absent"), where=where_cm())
-    data = (cm or {}).get("data") or {}
-    if key not in data:
-        fail(
-            expected=T("key_present", key=key),
-            found=T("keys_are", keys=tuple(sorted(map(str, data))) or T("none")),
-            where=where_cm(),
-        )
-    docs = load_yaml_text(data[key], key)
-    if isinstance(docs, FileProblem):
-        fail(problem=docs.problem, where=where_cm(key, docs.line))
-    docs = [d for d in docs if d is not None]
-    if len(docs) != 1 or not isinstance(docs[0], LineDict):
-        found = (
-            yaml_kind(docs[0])
-            if len(docs) == 1
-            else T("yaml_type_null")
-            if not docs
-            else T("yaml_documents", count=len(docs))
-        )
-        fail(expected=T("yaml_mapping"), found=found, where=where_cm(key))
-    return docs[0]
-
-
-CONFIG_TOP_KEYS = ("version", "flags", "resources", "sharing", "imex")
-SHARING_KEYS = ("timeSlicing", "mps")
-SHARED_RESOURCE_KEYS = ("name", "rename", "devices", "replicas")
-MIG_STRATEGIES = ("none", "single", "mixed")
-
-
-# Where a field the plugin knows belongs, when it turns up at another level (where the plugin
-# drops it as unknown): the learner is told where to move it, not only that it is unknown.
-FIELD_HOME = {
-    "failRequestsGreaterThanOne": "sharing.timeSlicing",
-    "timeSlicing": "sharing",
-    "mps": "sharing",
-    "migStrategy": "flags",
-}
-
-
-def field_paths(obj: object, field: str, prefix: str = "") -> list[tuple[str, int | None]]:
-    """Every ``(path, line)`` at which a mapping of ``obj`` has the key ``field``."""
-    out: list[tuple[str, int | None]] = []
-    if isinstance(obj, dict):
-        for key, value in obj.items():
-            path = f"{prefix}.{key}" if prefix else str(key)
-            if key == field:
-                out.append((path, obj.line_of(key) if isinstance(obj, LineDict) else None))
-            out.extend(field_paths(value, field, path))
-    elif isinstance(obj, list):
-        for i, value in enumerate(obj):
-            out.extend(field_paths(value, field, f"{prefix}[{i}]"))
-    return out
-
-
-def config_format_problem(cfg: LineDict, key: str | None = None) -> tuple[Value, Value, int] | None:
-    """Why the config ``key`` of the ConfigMap is not one that works as written, or None.
-
-    ``default`` is judged as the lab defines it: a problem in its ``sharing`` is reported as
-    what the lab asks there, no sharing at all (check 1.6 says it too), not as how to repair
-    a sharing section that should not be there.
-    """
-    problem = _format_problem(cfg)
-    if problem is not None and key == "default" and _within_sharing(cfg, problem[2]):
-        return T("default_no_sharing"), problem[1], problem[2]
-    return problem
-
-
-def _within_sharing(cfg: LineDict, line: int | None) -> bool:
-    """Whether ``line`` is in the config's ``sharing`` section (its key and what it holds)."""
-    if "sharing" not in cfg or not line:
-        return False
-    start = cfg.line_of("sharing")
-    later = [n for k in cfg if k != "sharing" and (n := cfg.line_of(k)) and n > start]
-    return bool(start) and line >= start and (not later or line < min(later))
-
-
-def _format_problem(cfg: LineDict) -> tuple[Value, Value, int] | None:
-    """Why ``cfg`` is not a device-plugin config that works as written, or None.
-
-    Returns (what was expected, what was found, line). The plugin itself refuses a version
-    other than v1, an unknown MIG strategy, a sharing resource without name or replicas, and
-    replicas below 2 (api/config/v1/config.go, replicas.go; cmd/nvidia-device-plugin/main.go).
-    Unknown fields it does not refuse: it reads its config leniently (sigs.k8s.io/yaml's
-    ``Unmarshal``) and drops them without a word, so a misspelt ``timeSlcing`` quietly turns
-    sharing off. That is why this check rejects them: the learner hears it here, not from a
-    GPU node that silently does not share.
-    """
-    for key in cfg:
-        if key not in CONFIG_TOP_KEYS:
-            return (*_unknown_field(key, CONFIG_TOP_KEYS), cfg.line_of(key))
-    if "version" in cfg and cfg["version"] != "v1":
-        return "version: v1", f"version: {show_yaml(cfg['version'])}", cfg.line_of("version")
-    flags = cfg.get("flags")
-    if flags is not None and not isinstance(flags, LineDict):
-        found: Value = f"flags: {show_yaml(flags)}"
-        return T("field_mapping", field="flags"), found, cfg.line_of("flags")
-    if isinstance(flags, LineDict) and flags.get("migStrategy", "none") not in MIG_STRATEGIES:
-        return (
-            T("field_one_of", field="migStrategy", values=MIG_STRATEGIES),
-            f"migStrategy: {show_yaml(flags['migStrategy'])}",
-            flags.line_of("migStrategy"),
-        )
-    sharing = cfg.get("sharing")
-    if sharing is None:
-        return None
-    if not isinstance(sharing, LineDict):
-        found = f"sharing: {show_yaml(sharing)}"
-        return T("field_mapping", field="sharing"), found, cfg.line_of("sharing")
-    for method, body in sharing.items():
-        if method not in SHARING_KEYS:
-            return (*_unknown_field(method, SHARING_KEYS), sharing.line_of(method))
-        resources = body.get("resources") if isinstance(body, dict) else None
-        if not isinstance(resources, list) or not resources:
-            return (
-                T("field_list", field=f"sharing.{method}.resources"),
-                f"{method}: {show_yaml(body)}",
-                sharing.line_of(method),
-            )
-        for res in resources:
-            if not isinstance(res, LineDict):
-                return T("resource_entry"), show_yaml(res), sharing.line_of(method)
-            for key in res:
-                if key not in SHARED_RESOURCE_KEYS:
-                    return (*_unknown_field(key, SHARED_RESOURCE_KEYS), res.line_of(key))
-            if "name" not in res:
-                return T("key_present", key="name"), T("absent"), res.line
-            replicas = res.get("replicas")
-            if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 2:
-                found = (
-                    T("no_key", key="replicas")
-                    if replicas is None
-                    else show_field("replicas", replicas)
-                )
-                return T("replicas_at_least_two"), found, res.line_of("replicas")
-    return None
-
-
-def _unknown_field(key: object, known: tuple[str, ...]) -> tuple[T, T]:
-    if key in FIELD_HOME:  # a field the plugin knows, one level off
-        return T("known_fields", fields=known), T(
-            "field_misplaced", field=str(key), home=FIELD_HOME[key]
-        )
-    return T("known_fields", fields=known), T("unknown_field", field=str(key))
-
-
 def dig(obj: Json, *path: str | int) -> Json:
     """``obj[p0][p1]...`` or None where any step is missing or of the wrong type."""
     for p in path:
@@ -251,41 +100,6 @@ def dig(obj: Json, *path: str | int) -> Json:
                 return None
             obj = obj[p]
     return obj
-
-
-@dataclass
-class Derived:
-    """A value the lab says to derive, and whether it really came from the ConfigMap."""
-
-    value: int
-    from_configmap: bool
-    refused: int | None = None  # the ConfigMap's replicas, which the device plugin refuses
-
-
-def shared_replicas(lab: LabState) -> Derived:
-    """``replicas`` of the shared config's nvidia.com/gpu time-slicing resource.
-
-    Falls back to the lab's 4 where that config cannot be read, as LAB.md says, and where
-    its replicas is one the device plugin refuses (below 2, api/config/v1/replicas.go): such
-    a config advertises nothing, so counting from it would ask the learner for a number no
-    node could have (2 x 1), while the lab's answer stays 8.
-    """
-    try:
-        cm = lab.read("configmap")
-    except Exception:
-        return Derived(LAB_REPLICAS, False)
-    raw = ((cm or {}).get("data") or {}).get("shared")
-    if not isinstance(raw, str):
-        return Derived(LAB_REPLICAS, False)
-    docs = load_yaml_text(raw, "shared")
-    if isinstance(docs, FileProblem) or not docs or not isinstance(docs[0], dict):
-        return Derived(LAB_REPLICAS, False)
-    for res in dig(docs[0], "sharing", "timeSlicing", "resources") or []:
-        if isinstance(res, dict) and res.get("name") == GPU:
-            n = res.get("replicas")
-            if isinstance(n, int) and not isinstance(n, bool):
-                return Derived(n, True) if n >= 2 else Derived(LAB_REPLICAS, False, refused=n)
-    return Derived(LAB_REPLICAS, False)
 
 
 def lab_node_labels(lab: LabState) -> dict[str, dict[str, str]]:
@@ -316,9 +130,12 @@ def lab_node(lab: LabState, name: str) -> JsonObject:
     return node
 
 
-def node_advertises(lab: LabState, name: str, resource: str, want: int, expected: Value) -> None:
+def node_advertises(
+    lab: LabState, name: str, resource: str, want: int, expected: Value, cause: str | None = None
+) -> None:
     """Fail unless node ``name`` advertises ``want`` of ``resource``, in both its capacity and
-    its allocatable (the scheduler reads allocatable)."""
+    its allocatable (the scheduler reads allocatable); ``cause``: the root a failure follows
+    from."""
     status = lab_node(lab, name).get("status") or {}
     found = {f: quantity((status.get(f) or {}).get(resource)) for f in ("capacity", "allocatable")}
     wrong = [f for f, v in found.items() if v != want]
@@ -332,6 +149,7 @@ def node_advertises(lab: LabState, name: str, resource: str, want: int, expected
                 fields=tuple(f"status.{f}" for f in wrong),
                 resource=resource,
             ),
+            cause=cause,
         )
 
 

@@ -36,6 +36,7 @@ class CheckFailed(AssertionError):
         where: Value = None,
         problem: T | None = None,
         hint: T | None = None,
+        cause: str | None = None,
     ) -> None:
         super().__init__(problem.key if problem else "check failed")
         self.expected = expected
@@ -43,6 +44,10 @@ class CheckFailed(AssertionError):
         self.where = where
         self.problem = problem
         self.hint = hint  # in place of the check's own hint, where that one would mislead
+        # a short stable key of the root condition this failure follows from
+        # ("config:shared:refused"): the first failure with it is told in full, later ones
+        # point to it
+        self.cause = cause
 
 
 class CheckMeta(TypedDict):
@@ -76,5 +81,8 @@ def fail(
     where: Value = None,
     problem: T | None = None,
     hint: T | None = None,
+    cause: str | None = None,
 ) -> NoReturn:
-    raise CheckFailed(expected=expected, found=found, where=where, problem=problem, hint=hint)
+    raise CheckFailed(
+        expected=expected, found=found, where=where, problem=problem, hint=hint, cause=cause
+    )

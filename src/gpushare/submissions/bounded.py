@@ -115,6 +115,25 @@ def yaml_documents(
     return docs
 
 
+def yaml_first_node(text: str, loader: Callable[[str], _Loader]) -> tuple[yaml.Node | None, bool]:
+    """The first document of ``text``, composed and measured but not constructed, and whether
+    another document follows it: for a reader that decodes only the first, as Go's yaml.v2
+    ``Unmarshal`` does. None for an empty stream; raises ``yaml.YAMLError`` as
+    :func:`yaml_documents` does. Nothing past the first document is parsed but its start."""
+    reader = loader(text)
+    try:
+        node = reader.get_node() if reader.check_node() else None
+        if node is not None:
+            _measure(node, MAX_YAML_NODES)
+        try:
+            more = reader.check_node()
+        except yaml.YAMLError:  # a broken second document: not the first one's reader's
+            more = True
+    finally:
+        reader.dispose()
+    return node, more
+
+
 def _measure(root: yaml.Node, budget: int, limit: int = MAX_YAML_NODES) -> int:
     """How many nodes ``root`` has once its aliases are expanded; YamlBoundError when that is
     over ``budget``, it nests deeper than :data:`MAX_DEPTH`, or an alias points into itself.
