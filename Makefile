@@ -12,7 +12,7 @@ BIN     := $(VENV)/bin
 WORKDIR ?= /root/gpushare
 STAMP   := $(VENV)/.installed
 
-.PHONY: setup install test test-fast record demo lint grade submit up down reset status solve bench stress clean images
+.PHONY: setup install test test-fast record demo lint grade submit lab up down reset status solve bench stress clean images
 
 setup: install sandbox
 	$(BIN)/gpushare setup
@@ -96,6 +96,10 @@ lint: install
 grade: setup
 	$(BIN)/gpushare up
 	$(BIN)/gpushare grade --workdir $(WORKDIR) $(GRADE_ARGS)
+
+# the lab's handout (graders/handout/<lang>.md), paged, in the learner's language (LAB_ARGS="--lang en")
+lab: install
+	@$(BIN)/gpushare lab $(LAB_ARGS)
 
 # hand in: one hashed file of the lab's objects and the work dir (LEARNER=id, OUT=file|dir)
 submit: install

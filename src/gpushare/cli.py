@@ -60,6 +60,10 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "status":
             p.add_argument("--json", action="store_true", help="machine-readable output")
 
+    p = sub.add_parser("lab", help="show the lab's handout: the steps, in your language, paged")
+    p.add_argument("--lang", help="zh, ko or en (default: as gpushare grade chooses)")
+    p.add_argument("--no-pager", action="store_true", help="write the text without a pager")
+
     p = sub.add_parser("solve", help="apply the reference solution to the lab and a workdir")
     _add_cluster(p)
     p.add_argument(
@@ -297,6 +301,8 @@ def run() -> None:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "lab":
+        return _lab(args)
     if args.command == "grade":
         if not args.unsafe_no_sandbox:
             isolation.probe_soon()  # its few ms of waiting overlap the grade's start
@@ -376,6 +382,24 @@ def _dispatch(args: argparse.Namespace) -> int:
     ) as exc:
         return _fail(str(exc))
     return _fail(f"unknown command {args.command}")
+
+
+def _lab(args: argparse.Namespace) -> int:
+    """``gpushare lab``: the handout in the learner's language (paged on a terminal)."""
+    from gpushare.reports import handout, messages  # lazy: only this command reads them
+
+    try:
+        lang, warning = handout.choose(messages.resolve_lang(args.lang))
+    except (ValueError, handout.HandoutError) as exc:
+        return _fail(str(exc))
+    if warning:
+        print(f"gpushare: {warning}", file=sys.stderr)
+    body = handout.text(lang)
+    if args.no_pager:
+        sys.stdout.write(body)
+    else:
+        handout.show(body)
+    return EXIT_OK
 
 
 def _print_status(info: JsonObject) -> None:

@@ -1,0 +1,71 @@
+"""The lab's handout (``gpushare lab``): the text of the steps, in the learner's language, paged.
+
+A lab ships its handout as ``graders/handout/<lang>.md``, beside its messages: the learner's
+pod has the graders, so it has the handout too, with no network. The language is the one a
+grade would speak (``--lang``, ``GPUSHARE_LANG``, the locale); a lab that lacks a handout in it
+shows one it has, and says so on stderr, rather than nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from gpushare.locations import graders_dir
+from gpushare.reports import messages
+
+PAGER = "less -R"
+
+
+class HandoutError(Exception):
+    """The lab has no handout at all: there is nothing to show."""
+
+
+def folder() -> Path:
+    return graders_dir() / "handout"
+
+
+def languages() -> tuple[str, ...]:
+    """The languages the lab's handout is written in, the default language first."""
+    found = sorted(p.stem for p in folder().glob("*.md"))
+    return tuple(sorted(found, key=lambda lang: (lang != messages.DEFAULT_LANG, lang)))
+
+
+def choose(lang: str) -> tuple[str, str | None]:
+    """``(language shown, warning)``: ``lang`` when the handout has it, else the first it has
+    (the default language first), with a line saying so."""
+    have = languages()
+    if not have:
+        raise HandoutError(f"this lab has no handout ({folder()}/<lang>.md)")
+    if lang in have:
+        return lang, None
+    return have[0], f"the handout has no '{lang}' text; showing '{have[0]}' ({', '.join(have)})"
+
+
+def text(lang: str) -> str:
+    return (folder() / f"{lang}.md").read_text(encoding="utf-8")
+
+
+def show(body: str, out: TextIO | None = None, pager: str | None = None) -> None:
+    """Write ``body`` through ``$PAGER`` (else ``less -R``) on a terminal, plainly otherwise.
+
+    A pager that cannot be started (none installed in a slim image) is no reason to show
+    nothing: the text is then written as it is.
+    """
+    out = out or sys.stdout
+    if not out.isatty():
+        out.write(body)
+        out.flush()
+        return
+    command = shlex.split(pager or os.environ.get("PAGER") or PAGER)
+    env = dict(os.environ)
+    env.setdefault("LESSCHARSET", "utf-8")  # less in the C locale would show zh and ko as <E4>
+    try:
+        subprocess.run(command, input=body.encode(), env=env, check=False)
+    except OSError:
+        out.write(body)
+        out.flush()
