@@ -123,10 +123,13 @@ status: install
 solve: setup
 	$(BIN)/gpushare solve --workdir $(WORKDIR)
 
+# timings on a lab of its own (gpushare-bench); each figure, with its goal, machine and date, goes
+# into benchmarks/figures.json and the table of docs/performance.md
 bench: setup
 	$(BIN)/python benchmarks/bench_lab.py
 	$(BIN)/python benchmarks/bench_grade.py
 	$(BIN)/python benchmarks/bench_class.py
+	$(BIN)/python benchmarks/figures.py
 
 # reset-then-solve cycles, each checked 10 s later (issue 8); 200 for the proof, 20 in CI
 STRESS_CYCLES ?= 20

@@ -28,6 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # tests.class_snapshots: the real variants the tests use
 
+import figures  # noqa: E402  (benchmarks/: what make bench writes into docs/performance.md)
 from tests import class_snapshots as snaps  # noqa: E402
 
 from gpushare.classroom import batch  # noqa: E402
@@ -134,6 +135,18 @@ def main() -> None:
             f"(load average during the run: {load0:.1f} -> {os.getloadavg()[0]:.1f}; other "
             "work on the machine takes its share)"
         )
+    each = f"; {mean['seconds']:.3f} s wall each" if mean else ""
+    figures.record(
+        "class",
+        f"`gpushare class grade` of {COUNT} snapshots, {cores} workers",
+        f"{rate:.2f} submissions/s{each}",
+        f">= {TARGET:g}/s",
+    )
+    figures.record(
+        "replay",
+        "the alternative without snapshots: reset, replay, grade",
+        f"{per:.1f} s per submission",
+    )
     print(
         f"  without snapshots (reset, replay into the lab, gpushare grade), one at a time: "
         f"{per:.2f} s per submission (median of {REPLAYS}) = {1 / per:.2f} submissions/s; "
