@@ -2,8 +2,8 @@
 # Learners: `make grade` (WORKDIR=/root/gpushare by default).
 
 # the distribution's python3.11 when there is one that can make a venv, as in the lab and grading
-# images (Debian's grades about 10% faster than a version manager's default build: README,
-# "Measured"); else python3.11 on PATH. `make PYTHON=...` for another; an existing .venv keeps
+# images (Debian's grades about 10% faster than a version manager's default build:
+# docs/performance.md, "The interpreter"); else python3.11 on PATH. `make PYTHON=...` for another; an existing .venv keeps
 # its interpreter until `make clean` (looked for only when a venv is made)
 PYTHON  ?= $(shell /usr/bin/python3.11 -c 'import ensurepip, venv' 2>/dev/null \
 	&& echo /usr/bin/python3.11 || echo python3.11)

@@ -453,7 +453,7 @@ def step_class(args: argparse.Namespace) -> None:
 
 def claim_folders(objects: list[dict[str, Any]], subs: Path, results: Path) -> dict[str, Path]:
     """The host folder of each claim the Job mounts: the read-only one holds the snapshots,
-    the other the results (as the claims the README has the operator fill and read)."""
+    the other the results (as the claims docs/operator.md has the operator fill and read)."""
     spec = pod.pod_spec(objects)
     mounts = {m["name"]: m for m in spec["containers"][0]["volumeMounts"]}
     out: dict[str, Path] = {}

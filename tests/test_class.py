@@ -372,7 +372,7 @@ def test_the_whole_procedure_is_accepted_and_its_pods_scheduled(lab, tmp_path):
     """Every object the printed procedure creates, created server-side on the lab's apiserver:
     the claims bound by its controller manager to volumes the test provides, the loader, the
     three grading pods, the merge's pod and the retriever placed by its scheduler; and the
-    Pod Security levels the README states, as the apiserver's admission judges them."""
+    Pod Security levels docs/operator.md states, as the apiserver's admission judges them."""
     ns = f"class-{os.getpid()}"
     klass = f"gpushare-class-{os.getpid()}"
     script = _printed("--namespace", ns, "--storage-class", klass)

@@ -178,7 +178,9 @@ def _add_class(sub: argparse._SubParsersAction[_Parser]) -> None:
         "--policy", metavar="FILE", help="visibility policy (TOML): what learners see of checks"
     )
     q.add_argument(
-        "--roster", metavar="FILE", help="CSV file,learner: whose each snapshot is (see README)"
+        "--roster",
+        metavar="FILE",
+        help="CSV file,learner: whose each snapshot is (docs/instructor.md)",
     )
     q.add_argument(
         "--deadline",
@@ -243,7 +245,7 @@ def _add_export(cls: argparse._SubParsersAction[_Parser]) -> None:
         "--roster",
         metavar="FILE",
         help="CSV with a learner column (grades.csv's) and the LMS identities: canvas_id, "
-        "sis_user_id, sis_login_id, name, section, email, username, idnumber (see README)",
+        "sis_user_id, sis_login_id, name, section, email, username, idnumber (docs/instructor.md)",
     )
     q.add_argument("--assignment", required=True, metavar="NAME", help="the assignment's name")
     q.add_argument("--assignment-id", metavar="ID", help="Canvas: the assignment's ID (digits)")

@@ -403,7 +403,7 @@ def render(steps: list[Step], args: argparse.Namespace, argv: str) -> str:
         "# Run it where kubectl reaches the cluster, with the folder of the class's snapshots:",
         "#   bash class-job.sh SNAPSHOTS_DIR [OUT_DIR]      (OUT_DIR: default ./class)",
         "# Each step waits for the one before; no pod grades before every snapshot is in.",
-        "# Cluster needs (README, 'Beyond one machine'): Kubernetes 1.33+ (backoffLimitPerIndex",
+        "# Cluster needs (docs/operator.md): Kubernetes 1.33+ (backoffLimitPerIndex",
         "# GA; 1.29+ with it beta), a storage class with ReadWriteMany, Pod Security level",
         "# 'privileged' for the grading pods (the sandbox's unconfined seccomp), 'restricted'",
         "# enough for the others.",

@@ -1,17 +1,17 @@
 """Our small HTTP client for the lab's own kubeconfig: one keep-alive connection per thread.
 
 Why not the official ``kubernetes`` package for the lab too: importing it costs about 0.19 s
-(``python -X importtime -c 'import kubernetes.client'``), and a full grade of a solved lab
-through it measured 0.37 s against 0.23 s through this client, with the kubectl script of
+(``python -X importtime -c 'import kubernetes.client'``), and a full grade of a solved lab through
+it measured 0.37 s against 0.23 s through this client, with the kubectl script of
 ``benchmarks/kubectl_check.sh`` at 0.49 s: over the target of half the script's time
-(README, "Measured"). The lab's kubeconfig is one kwokctl wrote (a CA, a client certificate and a
-loopback server), so nothing of the official loader is missed; every kubeconfig a user names
-goes to :mod:`gpushare.kube.official`.
+(docs/performance.md, "The small client"). The lab's kubeconfig is one kwokctl wrote (a CA, a client
+certificate and a loopback server), so nothing of the official loader is missed; every kubeconfig a
+user names goes to :mod:`gpushare.kube.official`.
 
 It speaks HTTP/1.1 itself (a request line, headers, a Content-Length or chunked body) over one
 socket with TCP_NODELAY, which is all the apiserver's JSON answers need. ``http.client`` would
 do the same for about 10 ms more a grade (its ``email`` imports), about 0.02 of the ratio to the
-kubectl script, whose margin to the target is about that under load (README, "Measured").
+kubectl script, whose margin to the target is about that under load (docs/performance.md).
 """
 
 from __future__ import annotations
