@@ -1,8 +1,9 @@
 """Our lean REST client against the official ``kubernetes`` client, on the same real lab.
 
 gpushare reads the lab's own kubeconfig with :mod:`gpushare.kube.transport` (the official
-client's imports would take a grade over half the kubectl script's time: docs/performance.md, "The small client"). This
-proves the two see the same objects and that errors are the apiserver's own.
+client's imports would take a grade over half the kubectl script's time: docs/performance.md,
+"The small client"). This proves the two see the same objects and that errors are the
+apiserver's own.
 """
 
 from __future__ import annotations
