@@ -89,8 +89,8 @@ demo: install
 		--seed 7 --unsafe-no-sandbox
 
 lint: install
-	$(BIN)/ruff check src tests graders benchmarks deploy conftest.py
-	$(BIN)/ruff format --check src tests graders benchmarks deploy conftest.py
+	$(BIN)/ruff check src tests graders benchmarks deploy tools conftest.py
+	$(BIN)/ruff format --check src tests graders benchmarks deploy tools conftest.py
 	$(BIN)/mypy
 	@! grep -rnE 'type: ignore(\[[a-z-]+(, *[a-z-]+)*\])? *$$' src graders \
 		|| { echo 'lint: a `type: ignore` says why, in a comment after it'; exit 1; }
@@ -153,6 +153,32 @@ feedback-record: setup
 # IMAGES_ARGS="--steps class,sandbox" re-runs some steps on the images already built.
 images: install
 	$(BIN)/python deploy/images.py $(IMAGES_ARGS)
+
+# the documentation site (mkdocs.yml, docs/) into build/site/, --strict: a broken link or anchor
+# fails. Its tools are pinned with their hashes in requirements/docs.lock, in a venv of their own.
+DOCS_VENV := build/docs-venv
+.PHONY: docs docs-lock cli-docs
+docs: install $(DOCS_VENV)/.installed cli-docs
+	NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/mkdocs build --strict --quiet
+	@$(BIN)/python tools/site_check.py
+
+$(DOCS_VENV)/.installed: requirements/docs.lock
+	@test -x $(DOCS_VENV)/bin/python || $(PYTHON) -m venv $(DOCS_VENV)
+	$(DOCS_VENV)/bin/pip install --quiet --disable-pip-version-check --require-hashes \
+		-r requirements/docs.lock
+	@touch $@
+
+# docs/cli.md again from the parser (tests/test_docs.py fails when it is not what this writes)
+cli-docs: install
+	@$(BIN)/python tools/cli_reference.py
+
+# requirements/docs.lock again from requirements/docs.in, hashed (pip-tools, as `make lock`)
+docs-lock:
+	@test -x $(LOCK_VENV)/bin/pip-compile || { $(PYTHON) -m venv $(LOCK_VENV) && \
+		$(LOCK_VENV)/bin/pip install --quiet --disable-pip-version-check pip-tools; }
+	$(LOCK_VENV)/bin/pip-compile --quiet --generate-hashes --allow-unsafe --strip-extras \
+		--no-emit-index-url --no-emit-find-links --output-file requirements/docs.lock \
+		requirements/docs.in
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info
