@@ -157,7 +157,7 @@ images: install
 # the documentation site (mkdocs.yml, docs/) into build/site/, --strict: a broken link or anchor
 # fails. Its tools are pinned with their hashes in requirements/docs.lock, in a venv of their own.
 DOCS_VENV := build/docs-venv
-.PHONY: docs docs-lock cli-docs
+.PHONY: docs docs-lock cli-docs docs-pictures
 docs: install $(DOCS_VENV)/.installed cli-docs
 	NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/mkdocs build --strict --quiet
 	@$(BIN)/python tools/site_check.py
@@ -171,6 +171,11 @@ $(DOCS_VENV)/.installed: requirements/docs.lock
 # docs/cli.md again from the parser (tests/test_docs.py fails when it is not what this writes)
 cli-docs: install
 	@$(BIN)/python tools/cli_reference.py
+
+# docs/terminal.svg: a learner's terminal with failed checks, drawn from a real grade of
+# examples/mistakes.gpushare.tgz (tools/terminal_svg.py)
+docs-pictures: install
+	@$(BIN)/python tools/terminal_svg.py
 
 # requirements/docs.lock again from requirements/docs.in, hashed (pip-tools, as `make lock`)
 docs-lock:

@@ -36,6 +36,7 @@ from tests.helpers import ROOT
 sys.path.insert(0, str(ROOT / "tools"))
 import cli_reference  # tools/: the generator of docs/cli.md, and the site check
 import site_check
+import terminal_svg
 
 from gpushare.cli import build_parser
 
@@ -277,3 +278,21 @@ def test_the_instructors_walk_to_the_lms_runs_as_written(tmp_path):
     ).read_text()
     canvas = (tmp_path / "class" / "canvas-import.csv").read_text(encoding="utf-8-sig")
     assert "Ada Lovelace,1001,s1001,,A,100" in canvas
+
+
+def test_the_terminal_picture_is_drawn_from_a_real_grade():
+    """A grade's own output, colours and all, becomes the SVG's lines: the same text, one
+    ``<text>`` per terminal line (a long line wrapped at the terminal's width)."""
+    import xml.etree.ElementTree as ET
+
+    output = terminal_svg.grade_output()
+    assert "\x1b[31m" in output  # the failed checks in red, as on a terminal
+    tree = ET.fromstring(terminal_svg.svg(output, terminal_svg.COMMAND))
+    ns = "{http://www.w3.org/2000/svg}"
+    drawn = ["".join(t.itertext()).replace(terminal_svg.NBSP, " ") for t in tree.iter(f"{ns}text")]
+    plain = terminal_svg.SGR.sub("", output)
+    assert "".join(drawn[1:]) == plain.replace("\n", "")
+    assert all(len(line) <= terminal_svg.COLUMNS for line in drawn[1:])
+    shipped = ET.parse(ROOT / "docs" / "terminal.svg").getroot()
+    assert terminal_svg.MARK in "".join(shipped.find(f"{ns}desc").itertext())
+    assert "docs/terminal.svg" in (ROOT / "Makefile").read_text()
