@@ -10,7 +10,8 @@ interpreter; a developer machine may have a version manager's shim first on PATH
 about 0.2 s a call). The grade is therefore timed with ``python3`` resolving to this project's
 interpreter (plain, with PyYAML), and once more with PATH as inherited, and both are printed
 with the interpreter they used. The grader's own interpreter is printed too: the same tree grades
-some 10% slower under a version manager's default build than under Debian's (README, "Measured").
+some 10% slower under a version manager's default build than under Debian's (docs/performance.md,
+"The interpreter").
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ Read: README.md, docs/*.md and the lab's handout (graders/handout/*.md). Checked
   ``pytest graders/ --option`` one the graders' plugin or pytest takes;
 - docs/cli.md is what tools/cli_reference.py writes from the parser, and names every option of
   every command;
-- README.md is at most 150 lines; no prose tells of past work ("stop 24");
+- README.md is at most 150 lines; no prose tells of past work by its numbered runs;
 - the scripts the site ships are the files their note hashes, and the site check finds a page
   that loads from elsewhere;
 - the instructor's walk from a folder of snapshots to the LMS files runs as written.
