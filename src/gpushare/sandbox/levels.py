@@ -4,10 +4,11 @@
 ``bubblewrap``  namespaces (:mod:`gpushare.sandbox.isolation`), as the run's own uid when the
                 grader is root; cleanup: the pid namespace.
 ``uid``         where no user namespace can be made, root runs the script as a uid of its own
-                (:mod:`gpushare.sandbox.ids`), in a new session keyring, with the caps of
-                :mod:`gpushare.sandbox.limits`; what it may read of the grader's is staged, the
-                grader's own files made unreadable to other uids (:func:`protect`); cleanup:
-                every process of that uid.
+                (:mod:`gpushare.sandbox.ids`) in network, IPC, mount and pid namespaces of
+                its own (:mod:`gpushare.sandbox.namespaces`: no network, its own ``/proc``),
+                ``no_new_privs``, a new session keyring, the caps of
+                :mod:`gpushare.sandbox.limits`; what it may read of the grader's is staged;
+                cleanup: the pid namespace.
 ``none``        the grader's uid, caps only; only with ``--unsafe-no-sandbox``, or for a
                 learner grading their own work where nothing better runs (said once).
 =============  ==============================================================================
@@ -26,7 +27,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from gpushare import locations
-from gpushare.sandbox import ids
+from gpushare.sandbox import ids, namespaces
 from gpushare.sandbox.isolation import INSTALL_HINT, Isolation, probe
 
 # what choose() raises, for its callers to catch here
@@ -74,7 +75,7 @@ def choose(*, strangers: bool, unsafe_no_sandbox: bool = False, minimum: str = U
         )
     if found.isolation is not None:
         return Sandbox(BUBBLEWRAP, found.isolation)
-    if ids.can_switch() and minimum != BUBBLEWRAP:
+    if ids.can_switch() and minimum != BUBBLEWRAP and namespaces.unavailable() is None:
         try:
             ids.uid_range()
         except ids.NoUid as exc:

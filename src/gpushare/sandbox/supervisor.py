@@ -373,7 +373,7 @@ class Supervisor:
             argv = [_restaged(arg, staged) for arg in argv]
             run_cwd = staged[os.path.abspath(cwd)]
             shown = [(copy, original) for copy, original in pairs if copy != original]
-        cleanup = {"bubblewrap": "pidns", "uid": "uid"}.get(level, "tree")
+        cleanup = {"bubblewrap": "pidns", "uid": "ns"}.get(level, "tree")
         request = _encode_request(
             argv,
             run_cwd,
