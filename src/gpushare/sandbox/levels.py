@@ -20,6 +20,7 @@ every result (``isolation``).
 
 from __future__ import annotations
 
+import enum
 import os
 import stat
 import sys
@@ -33,20 +34,33 @@ from gpushare.sandbox.isolation import INSTALL_HINT, Isolation, probe
 # what choose() raises, for its callers to catch here
 from gpushare.sandbox.isolation import IsolationUnavailable as IsolationUnavailable
 
-BUBBLEWRAP, UID, NONE = "bubblewrap", "uid", "none"
+
+class Level(enum.StrEnum):
+    """The isolation levels, the one place they are named; a value is what every result
+    records (``isolation``)."""
+
+    BUBBLEWRAP = "bubblewrap"
+    UID = "uid"
+    NONE = "none"
+
+
+BUBBLEWRAP, UID, NONE = Level.BUBBLEWRAP, Level.UID, Level.NONE
 
 
 @dataclass
 class Sandbox:
     """The level of a grade's runs; ``isolation`` is bwrap's, at the ``bubblewrap`` level."""
 
-    level: str
+    level: Level
     isolation: Isolation | None = None
+
+    def __post_init__(self) -> None:
+        self.level = Level(self.level)  # a level's name given as text is still one of them
 
     @property
     def own_uid(self) -> bool:
         """Whether each run has a uid of its own (root grader, any level but ``none``)."""
-        if self.level == UID:
+        if self.level is Level.UID:
             return True
         return self.isolation is not None and self.isolation.uid >= 0
 
@@ -55,7 +69,9 @@ NO_SANDBOX = Sandbox(NONE)
 _noticed = False
 
 
-def choose(*, strangers: bool, unsafe_no_sandbox: bool = False, minimum: str = UID) -> Sandbox:
+def choose(
+    *, strangers: bool, unsafe_no_sandbox: bool = False, minimum: Level = Level.UID
+) -> Sandbox:
     """The level for a grade's runs.
 
     ``strangers``: someone else's work (a snapshot, a class): at least ``minimum`` (``uid`` or

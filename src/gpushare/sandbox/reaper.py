@@ -19,6 +19,7 @@ import time
 
 from gpushare.sandbox import limits as _limits
 from gpushare.sandbox import namespaces as _ns
+from gpushare.sandbox import view as _view
 
 TYPE_CHECKING = False  # mypy takes it as typing's, which this module does not import
 if TYPE_CHECKING:
@@ -279,11 +280,11 @@ def _spawn(request: _Request, reaper_pid: int, extra_fd: tuple[int, int] | None)
 
 def _enter_namespaces(request: _Request) -> None:
     """In the run's init (pid 1 of its namespace, root): the run's own mount, IPC and network
-    namespaces, a private mount tree, and a ``/proc`` of the new pid namespace."""
+    namespaces, and its view of the filesystem (:func:`gpushare.sandbox.view.build`)."""
     _ns.unshare(_ns.OWN)
-    _ns.mount(None, "/", None, _ns.MS_REC | _ns.MS_PRIVATE)  # nothing of ours reaches the host
-    _ns.mount("proc", "/proc", "proc", _ns.MS_NOSUID | _ns.MS_NODEV | _ns.MS_NOEXEC)
-    os.chdir(request.cwd)
+    root, *binds = (os.fsdecode(entry) for entry in request.view)
+    pairs = list(zip(binds[0::2], binds[1::2], strict=True))
+    _view.build(root, pairs, os.fsdecode(request.cwd))
 
 
 def _init(script: int) -> None:  # pragma: no cover - the run's init
@@ -480,7 +481,9 @@ class _Request:
     Fields: ``run``, timeout, cwd, limits (:meth:`gpushare.sandbox.limits.Limits.encode`), the
     descriptor number on which the command (bubblewrap) wants a status pipe or empty, the
     cleanup (``pidns``, ``ns`` or ``tree``), the run's uid and gid (-1: the grader's), argc,
-    argv..., then ``KEY=VALUE`` environment entries. Descriptors: control pipe (read end),
+    argv..., the count of the view's entries and the entries (at ``ns``: the folder the run's
+    root is built on, then source and destination of each read-only bind), then ``KEY=VALUE``
+    environment entries. Descriptors: control pipe (read end),
     stdout and stderr pipes, status pipe (write ends).
     """
 
@@ -505,9 +508,13 @@ class _Request:
         self.own_uid = self.uid > 0
         argc = int(fields[8])
         self.argv = fields[9 : 9 + argc]
-        self.env = dict(entry.split(b"=", 1) for entry in fields[9 + argc :] if entry)
-        if len(self.argv) != argc or not argc:
+        if len(self.argv) != argc or not argc or len(fields) < 10 + argc:
             raise ValueError("malformed request")
+        count = int(fields[9 + argc])
+        self.view = fields[10 + argc : 10 + argc + count]
+        if len(self.view) != count or (self.cleanup == "ns") != (count % 2 == 1):
+            raise ValueError("malformed request")
+        self.env = dict(entry.split(b"=", 1) for entry in fields[10 + argc + count :] if entry)
 
 
 def _received_fds(ancdata: list[tuple[int, int, bytes]]) -> list[int]:

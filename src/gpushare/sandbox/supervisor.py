@@ -58,7 +58,7 @@ from gpushare.sandbox import ids, levels, reaper, runtime
 from gpushare.sandbox.errors import SandboxError as SandboxError  # raised to the graders
 from gpushare.sandbox.ids import Slot
 from gpushare.sandbox.isolation import SCRATCH, environment
-from gpushare.sandbox.levels import NO_SANDBOX, Sandbox
+from gpushare.sandbox.levels import NO_SANDBOX, Level, Sandbox
 from gpushare.sandbox.limits import DEFAULT_LIMITS, Limits
 
 # Where the ``gpushare`` package lives, for the master's ``sys.path`` (``-I`` leaves it out).
@@ -81,9 +81,6 @@ _MASTER_EXIT_S = 5.0
 _MAX_FD = os.sysconf("SC_OPEN_MAX")
 # The descriptor on which bubblewrap writes its status (a pipe the reaper reads).
 _BWRAP_STATUS_FD = 3
-
-# World-writable folders a run at the ``uid`` level could leave files in: emptied of its files.
-_SHARED_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
 
 
 @dataclass
@@ -338,9 +335,8 @@ class Supervisor:
         level = self.sandbox.level
         uid = gid = -1
         status_fd = None
-        shown: list[tuple[str, str]] = []  # (path the script saw, the grader's path)
-        home = ""
-        if level != "none":
+        view: list[str] = []
+        if level is not Level.NONE:
             problem = _exec_problem(argv[0], cwd)
             if problem is not None:
                 return Pending(argv, cwd, 0.0, 0.0, 0, [], error=problem)
@@ -353,35 +349,36 @@ class Supervisor:
             gid = slot.gid
             try:
                 pairs = self._stage.place(cwd, readable)
-                home = self._stage.home(uid) if level == "uid" else ""
             except OSError as exc:
                 slot.give(uid)
                 raise SandboxError(f"could not stage the run's files: {exc}") from None
         else:
             pairs = [(os.path.abspath(p), os.path.abspath(p)) for p in [cwd, *readable]]
-        run_cwd: Path | str = cwd
-        if level == "bubblewrap":
+        if level is Level.BUBBLEWRAP:
             assert self.sandbox.isolation is not None
             env = environment(self.sandbox.isolation.runtime, env, SCRATCH)
             argv = self.sandbox.isolation.command(
                 argv, cwd=os.fspath(cwd), binds=pairs, status_fd=_BWRAP_STATUS_FD
             )
             status_fd = _BWRAP_STATUS_FD
-        elif level == "uid":
-            env = environment(runtime.find(), env, home)
-            staged = {original: copy for copy, original in pairs}
-            argv = [_restaged(arg, staged) for arg in argv]
-            run_cwd = staged[os.path.abspath(cwd)]
-            shown = [(copy, original) for copy, original in pairs if copy != original]
-        cleanup = {"bubblewrap": "pidns", "uid": "ns"}.get(level, "tree")
+        elif level is Level.UID:
+            assert self._stage is not None
+            found = runtime.find()
+            env = environment(found, env, SCRATCH)
+            shown = [] if found.home.startswith("/usr/") else [(found.home, found.home)]
+            view = [self._stage.view_root]
+            for source, dest in [*shown, *pairs]:
+                view += [source, dest]
+        cleanup = {Level.BUBBLEWRAP: "pidns", Level.UID: "ns"}.get(level, "tree")
         request = _encode_request(
             argv,
-            run_cwd,
+            cwd,
             timeout,
             os.environ if env is None else env,
             self.limits,
             status_fd,
             (cleanup, uid, gid),
+            view,
         )
         start = time.monotonic()
         out_r, out_w = os.pipe()
@@ -407,18 +404,10 @@ class Supervisor:
         finally:
             for fd in (out_w, err_w, st_w, ctl_r):
                 os.close(fd)
-        done = _Done(self._stage.slot, uid, home, shown) if self._stage is not None else None
+        done = _Done(self._stage.slot, uid) if self._stage is not None else None
         return Pending(
-            argv, cwd, start, start + timeout, output_cap, ours, isolation=level, done=done
+            argv, cwd, start, start + timeout, output_cap, ours, isolation=level.value, done=done
         )
-
-
-def _restaged(arg: str, staged: dict[str, str]) -> str:
-    """``arg`` with a path of the grader's replaced by its staged copy (the ``uid`` level)."""
-    for original, copy in staged.items():
-        if arg == original or arg.startswith(original.rstrip("/") + "/"):
-            return copy + arg[len(original) :]
-    return arg
 
 
 class _Stage:
@@ -429,7 +418,7 @@ class _Stage:
     also gets a home of its own (0700, its uid), removed with the run."""
 
     def __init__(self, sandbox: Sandbox) -> None:
-        if sandbox.level == "uid":
+        if sandbox.level is Level.UID:
             levels.protect_once()
         try:
             self.slot = ids.allocate()
@@ -443,6 +432,8 @@ class _Stage:
         except OSError:
             self.slot.close()
             raise
+        self.view_root = os.path.join(self.root, "root")  # where each run's tree is built
+        os.mkdir(self.view_root, 0o700)
         self._copies: dict[tuple[str, tuple[tuple[str, int, int, int], ...]], str] = {}
         self._count = 0
         self._mutex = threading.Lock()
@@ -465,13 +456,6 @@ class _Stage:
                         self._copies[key] = copy
             pairs.append((copy, original))
         return pairs
-
-    def home(self, uid: int) -> str:
-        path = os.path.join(self.root, f"home-{uid}")
-        shutil.rmtree(path, ignore_errors=True)
-        os.mkdir(path, 0o700)
-        os.chown(path, uid, self.slot.gid)
-        return path
 
     def close(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
@@ -573,30 +557,14 @@ def _give(path: str, gid: int, executable: bool) -> None:
 
 
 class _Done:
-    """What a run with a uid of its own gives back once it is over: the uid, its home, the
-    files it left in the world-writable folders, and its staged paths in its output."""
+    """What a run with a uid of its own gives back once it is over: the uid (nothing else of
+    the run is left: it ended with its namespaces)."""
 
-    def __init__(self, slot: Slot, uid: int, home: str, shown: list[tuple[str, str]]) -> None:
-        self.slot, self.uid, self.home, self.shown = slot, uid, home, shown
+    def __init__(self, slot: Slot, uid: int) -> None:
+        self.slot, self.uid = slot, uid
 
     def release(self) -> None:
-        if self.home:
-            shutil.rmtree(self.home, ignore_errors=True)
-            for directory in _SHARED_DIRS:
-                with contextlib.suppress(OSError), os.scandir(directory) as entries:
-                    for entry in entries:
-                        with contextlib.suppress(OSError):
-                            if entry.stat(follow_symlinks=False).st_uid == self.uid:
-                                if entry.is_dir(follow_symlinks=False):
-                                    shutil.rmtree(entry.path, ignore_errors=True)
-                                else:
-                                    os.unlink(entry.path)
         self.slot.give(self.uid)
-
-    def as_shown(self, text: str) -> str:
-        for copy, original in self.shown:
-            text = text.replace(copy, original)
-        return text
 
 
 def _exec_problem(path: str, cwd: Path) -> OSError | None:
@@ -657,7 +625,6 @@ class Pending:
             done = None  # the reaper did not end it: its uid is not given to another run
         if done is not None:
             done.release()
-            out, err = (done.as_shown(x.decode("utf-8", "replace")).encode() for x in (out, err))
 
         script_pid = None
         for line in status.decode("utf-8", "replace").splitlines():
@@ -737,6 +704,7 @@ def _encode_request(
     limits: Limits,
     status_fd: int | None,
     who: tuple[str, int, int] = ("tree", -1, -1),
+    view: Sequence[str] = (),
 ) -> bytes:
     """The master's wire format (see ``_Request``), refusing what execve could not take."""
     entries = []
@@ -758,7 +726,12 @@ def _encode_request(
         str(who[2]).encode(),
         str(len(argv)).encode(),
     ]
-    return b"\0".join([*fields, *map(os.fsencode, argv), *entries])
+    shown = [os.fsencode(entry) for entry in view]
+    if any(b"\0" in entry for entry in shown):
+        raise ValueError("a path of the view must not contain NUL characters")
+    return b"\0".join(
+        [*fields, *map(os.fsencode, argv), str(len(shown)).encode(), *shown, *entries]
+    )
 
 
 def _collect(
