@@ -424,9 +424,10 @@ class _Stage:
             self.slot = ids.allocate()
         except OSError as exc:
             raise SandboxError(f"no uid for the runs: {exc}") from None
-        _sweep(self.slot.gid)
+        prefix = f"{_STAGE_PREFIX}{self.slot.first}-"
+        _sweep(prefix)
         try:
-            self.root = tempfile.mkdtemp(prefix=_STAGE_PREFIX, dir="/tmp")
+            self.root = tempfile.mkdtemp(prefix=prefix, dir="/tmp")
             os.chown(self.root, -1, self.slot.gid)
             os.chmod(self.root, 0o750)
         except OSError:
@@ -465,26 +466,25 @@ class _Stage:
 _STAGE_PREFIX = "gpushare-stage-"
 
 
-def _sweep(gid: int) -> None:
-    """Remove the staging folders that dead grades left with this slot's gid.
+def _sweep(prefix: str) -> None:
+    """Remove the staging folders that dead grades left with this slot (``prefix`` names it).
 
-    A grade killed mid-run (a class worker SIGKILLed past its deadline) cannot remove its own,
-    and at ``uid`` the scripts of the next grade with this slot run with this gid and see the
-    host's ``/tmp``: they could read the learner's copies in it. The slot is locked by us, so no
-    grade alive has a folder of its gid.
+    A grade killed mid-run (a class worker SIGKILLed past its deadline) cannot remove its own:
+    copies of a learner's work, readable by that grade's gid. The slot is locked by us, so no
+    grade alive has a folder of its prefix.
     """
     try:
         entries = list(os.scandir("/tmp"))
     except OSError:
         return
     for entry in entries:
-        if not entry.name.startswith(_STAGE_PREFIX):
+        if not entry.name.startswith(prefix):
             continue
         try:
             st = entry.stat(follow_symlinks=False)
         except OSError:
             continue
-        if stat.S_ISDIR(st.st_mode) and st.st_gid == gid and st.st_uid == os.geteuid():
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid():
             shutil.rmtree(entry.path, ignore_errors=True)
 
 
