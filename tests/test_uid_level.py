@@ -13,15 +13,18 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import os
+import shutil
 import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from gpushare.sandbox import levels
+from gpushare.sandbox import isolation, levels
 from gpushare.sandbox.levels import Sandbox
 from gpushare.sandbox.supervisor import RunResult, Supervisor
 from tests.test_isolation import LEVELS, PROBE, _gone
@@ -74,7 +77,7 @@ def learner(sb: Sandbox, tmp_path: Path, token: str) -> Iterator[Learner]:
     assert _gone(token), "a process of the run outlived it"
 
 
-# --- what a run leaves for the next ---------------------------------------------------------------
+# --- what a run leaves for the next -----------------------------------------------------
 
 _IPC = """\
 python3 - <<'EOF'
@@ -130,3 +133,44 @@ def _world_writable_on_host() -> list[str]:
     ).stdout.split()
     found += [d for d in ("/dev/shm", "/run/lock", "/tmp", "/var/tmp") if os.path.isdir(d)]
     return sorted(set(found))
+
+
+# --- where the uid level cannot be built ---------------------------------------------------
+
+
+def _grade_without(cap: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    """``gpushare grade`` of a stranger's snapshot by a root that lacks ``cap``, bubblewrap
+    pointed nowhere."""
+    return subprocess.run(
+        [
+            "capsh",
+            f"--drop={cap}",
+            "--",
+            "-c",
+            f"{sys.executable} -m gpushare grade --snapshot examples/reference.gpushare.tgz "
+            f"--lang en {' '.join(extra)}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        env={**os.environ, isolation.BWRAP_ENV: "/nonexistent"},
+    )
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("capsh"), reason="root and capsh")
+def test_without_cap_sys_admin_strangers_work_is_refused_saying_why(tmp_path: Path) -> None:
+    """A container's root without CAP_SYS_ADMIN and no bubblewrap: a uid of its own alone
+    would leave the script the host's network, files and IPC. Refused as ``none`` is (exit 2,
+    what the host lacks, how to get bubblewrap); ``--unsafe-no-sandbox`` is the way on, and
+    the level used is recorded."""
+    refused = _grade_without("cap_sys_admin")
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    why = refused.stderr
+    assert "refusing to run learners' scripts without a sandbox" in why, why
+    assert "CAP_SYS_ADMIN" in why and "unshare" in why and "not found" in why, why
+    assert "apt-get install bubblewrap" in why and "--unsafe-no-sandbox" in why, why
+    out = tmp_path / "r.json"
+    unsafe = _grade_without("cap_sys_admin", "--unsafe-no-sandbox", "--json", str(out))
+    assert unsafe.returncode in (0, 1), unsafe.stdout + unsafe.stderr
+    assert json.loads(out.read_text())["extra_data"]["isolation"] == "none"

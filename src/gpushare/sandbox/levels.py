@@ -14,8 +14,11 @@
 =============  ==============================================================================
 
 Strangers' work (a snapshot, a class, Gradescope) gets ``bubblewrap`` where it runs, else
-``uid`` (always possible as root), else the grade is refused. The level used is recorded in
-every result (``isolation``).
+``uid`` where root may make those namespaces (CAP_SYS_ADMIN, a seccomp profile that allows
+``unshare`` and ``mount``), else the grade is refused, saying what the host lacks, unless the
+instructor passes ``--unsafe-no-sandbox`` (``none``). A uid of its own and nothing more would
+leave a script the host's network, files and IPC: that is no level. The level used is
+recorded in every result (``isolation``).
 """
 
 from __future__ import annotations
@@ -90,24 +93,34 @@ def choose(
             "capabilities, or run it as a non-root user"
         )
     if found.isolation is not None:
-        return Sandbox(BUBBLEWRAP, found.isolation)
-    if ids.can_switch() and minimum != BUBBLEWRAP and namespaces.unavailable() is None:
-        try:
-            ids.uid_range()
-        except ids.NoUid as exc:
-            raise IsolationUnavailable(str(exc)) from None
-        return Sandbox(UID)
+        return Sandbox(Level.BUBBLEWRAP, found.isolation)
+    lacks = f"bubblewrap: {found.reason}"
+    if ids.can_switch() and minimum is not Level.BUBBLEWRAP:
+        why = namespaces.unavailable()
+        if why is None:
+            try:
+                ids.uid_range()
+            except ids.NoUid as exc:
+                raise IsolationUnavailable(str(exc)) from None
+            return Sandbox(Level.UID)
+        lacks += (
+            "; the uid level: root could not give a run network, IPC, mount and pid "
+            f"namespaces of its own (it needs CAP_SYS_ADMIN and a seccomp profile that allows "
+            f"unshare and mount): {why}"
+        )
     if strangers:
-        need = "bubblewrap" if minimum == BUBBLEWRAP else "bubblewrap, or root for the uid level"
+        need = (
+            "bubblewrap" if minimum is Level.BUBBLEWRAP else "bubblewrap, or the uid level as root"
+        )
         raise IsolationUnavailable(
-            f"refusing to run learners' scripts without a sandbox ({need}): {found.reason}; "
+            f"refusing to run learners' scripts without a sandbox ({need}): {lacks}; "
             f"{INSTALL_HINT}; or pass --unsafe-no-sandbox to run them unsandboxed (only for "
             "trusted work)"
         )
     if not _noticed:
         _noticed = True
         print(
-            f"gpushare: note: learners' scripts run without a sandbox here ({found.reason})",
+            f"gpushare: note: learners' scripts run without a sandbox here ({lacks})",
             file=sys.stderr,
         )
     return NO_SANDBOX
@@ -187,5 +200,5 @@ def protect_once() -> None:
 def protect_at_uid(paths: Iterable[str | os.PathLike[str]]) -> None:
     """:func:`protect` ``paths`` when strangers' runs here would be at the ``uid`` level (root
     without bubblewrap): a caller's own places (a class's folders, Gradescope's)."""
-    if ids.can_switch() and not probe().available:
+    if ids.can_switch() and not probe().available and namespaces.unavailable() is None:
         protect(paths)

@@ -126,7 +126,7 @@ def unavailable() -> str | None:
             if os.waitstatus_to_exitcode(os.waitpid(init, 0)[1]) != 0:
                 message = b"mount proc: refused"
         except OSError as exc:
-            message = str(exc).encode()
+            message = (exc.strerror or str(exc)).encode()
         except BaseException:
             message = b"failed"
         os.write(write, message)
