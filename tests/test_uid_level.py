@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from gpushare.sandbox import isolation, levels
+from gpushare.sandbox import ids, isolation, levels
 from gpushare.sandbox.levels import Sandbox
 from gpushare.sandbox.supervisor import RunResult, Supervisor
 from tests.test_isolation import LEVELS, PROBE, _gone
@@ -174,3 +174,37 @@ def test_without_cap_sys_admin_strangers_work_is_refused_saying_why(tmp_path: Pa
     unsafe = _grade_without("cap_sys_admin", "--unsafe-no-sandbox", "--json", str(out))
     assert unsafe.returncode in (0, 1), unsafe.stdout + unsafe.stderr
     assert json.loads(out.read_text())["extra_data"]["isolation"] == "none"
+
+
+# --- a class folder the grader does not own ---------------------------------------------------
+
+_TEACHER = 61991  # outside the sandbox's range; no account of /etc/passwd
+
+
+@pytest.mark.skipif(not ids.can_switch(), reason="root grading another user's folder")
+def test_a_class_folder_root_cannot_protect_is_refused_not_graded(tmp_path: Path) -> None:
+    """``sudo gpushare class grade ~teacher/subs`` without bubblewrap: the folder is the
+    instructor's, 0755 as a umask makes it, so root will not change its mode, and every
+    learner's snapshot and results would stay readable by the host's other users. Refused
+    (exit 2, saying which folder and how to make it private), never graded in silence; once
+    private, nothing is in the way."""
+    top = Path(f"/tmp/gpushare-class-{uuid.uuid4().hex[:8]}")
+    subs, out = top / "subs", top / "out"
+    (subs / "alice").mkdir(parents=True)
+    try:
+        shutil.copy(ROOT / "examples" / "reference.gpushare.tgz", subs / "alice")
+        for path in [top, subs, subs / "alice", *subs.rglob("*")]:
+            os.chown(path, _TEACHER, _TEACHER)
+            os.chmod(path, 0o755 if path.is_dir() else 0o644)
+        argv = [sys.executable, "-m", "gpushare", "class", "grade", str(subs), "--out", str(out)]
+        env = {**os.environ, isolation.BWRAP_ENV: "/nonexistent"}
+        done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert f"refusing to grade: {subs} (owner uid {_TEACHER})" in done.stderr, done.stderr
+        assert f"chmod o-rwx {subs}" in done.stderr
+        assert not out.exists()  # nothing graded
+        assert levels.unprotectable([subs]) == [str(subs)]
+        subs.chmod(0o750)
+        assert levels.unprotectable([subs, top / "absent"]) == []
+    finally:
+        shutil.rmtree(top, ignore_errors=True)

@@ -197,8 +197,27 @@ def protect_once() -> None:
         protect([os.path.expanduser("~"), os.getcwd(), str(locations.graders_dir())])
 
 
-def protect_at_uid(paths: Iterable[str | os.PathLike[str]]) -> None:
+def protect_at_uid(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
     """:func:`protect` ``paths`` when strangers' runs here would be at the ``uid`` level (root
-    without bubblewrap): a caller's own places (a class's folders, Gradescope's)."""
+    without bubblewrap): a caller's own places (a class's folders, Gradescope's). Returns
+    those it could not protect (:func:`unprotectable`), for the caller to refuse."""
     if ids.can_switch() and not probe().available and namespaces.unavailable() is None:
-        protect(paths)
+        listed = [os.fspath(p) for p in paths]
+        protect(listed)
+        return unprotectable(listed)
+    return []
+
+
+def unprotectable(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
+    """The paths that exist, that a uid other than their owner and group could reach and
+    read, and that :func:`protect` leaves so because they are not the grader's (root grading
+    an instructor's own folder: ``sudo gpushare class grade ~/subs``)."""
+    found = []
+    for raw in paths:
+        path = os.path.abspath(os.fspath(raw))
+        if path in _SYSTEM or os.path.islink(path) or not os.path.exists(path):
+            continue
+        st = os.stat(path)
+        if st.st_mode & 0o007 and st.st_uid != os.geteuid() and _reachable_by_others(path):
+            found.append(path)
+    return found
