@@ -13,18 +13,23 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import http.server
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
-from gpushare.sandbox import ids, isolation, levels
+from gpushare.lab import binaries
+from gpushare.sandbox import ids, isolation, levels, view
 from gpushare.sandbox.levels import Sandbox
 from gpushare.sandbox.supervisor import RunResult, Supervisor
 from tests.test_isolation import LEVELS, PROBE, _gone
@@ -133,6 +138,177 @@ def _world_writable_on_host() -> list[str]:
     ).stdout.split()
     found += [d for d in ("/dev/shm", "/run/lock", "/tmp", "/var/tmp") if os.path.isdir(d)]
     return sorted(set(found))
+
+
+_PLANT = """\
+tag=TAG
+dirs=$(find / -path /proc -prune -o -type d -perm -0002 -print 2>/dev/null)
+echo "dirs: $(echo $dirs | tr '\\n' ' ')"
+for d in $dirs; do
+  for bits in 4755 2755; do
+    cp /usr/bin/id "$d/plant-$bits-$tag" 2>/dev/null && chmod $bits "$d/plant-$bits-$tag" &&
+      echo "planted $d/plant-$bits-$tag $("$d/plant-$bits-$tag" -u)"
+  done
+done
+grep NoNewPrivs /proc/self/status
+"""
+
+
+def test_setuid_and_setgid_plants_do_nothing_and_do_not_last(learner: Learner) -> None:
+    """The attack copied ``kill``, ``find`` and ``cat`` into ``/run/lock`` with ``chmod 4755``
+    or ``2755``: a later grade's script then ran as the planter's uid or the slot's gid. Here
+    a script plants in every world-writable folder it can find; the runs set ``no_new_privs``,
+    the folders are its own (``nosuid`` tmpfs), and neither the host nor the next run has
+    the plants."""
+    tag = uuid.uuid4().hex[:8]
+    first = learner(_PLANT.replace("TAG", tag))
+    dirs = first.stdout.splitlines()[0].split()[1:]
+    planted = [line.split() for line in first.stdout.splitlines() if line.startswith("planted")]
+    assert "/tmp" in dirs and planted, first
+    assert first.stdout.splitlines()[-1].split() == ["NoNewPrivs:", "1"], first
+    mounts = learner("cat /proc/self/mountinfo\n").stdout.splitlines()
+    for d in dirs:  # each writable folder is a mount of its own, nosuid and nodev
+        options = [line.split()[5] for line in mounts if line.split()[4] == d]
+        assert options and {"nosuid", "nodev"} <= set(options[-1].split(",")), (d, options)
+    later = learner(f"find / -path /proc -prune -o -name 'plant-*-{tag}' -print 2>/dev/null\n")
+    assert later.stdout == "", later  # a later run finds none of them
+    on_host = [
+        os.path.join(d, name)
+        for d in _world_writable_on_host()
+        for name in (os.listdir(d) if os.access(d, os.R_OK) else [])
+        if name.endswith(tag)
+    ]
+    assert on_host == []
+
+
+@pytest.mark.parametrize("where", ["/tmp", "/var/tmp", "/dev/shm", "/run/lock"])
+def test_a_flood_of_any_scratch_folder_stops_at_its_cap(learner: Learner, where: str) -> None:
+    """The attack wrote 4.8 GiB into the host's /var/tmp and /dev/shm in one 5.7 s grade.
+    Every folder a script may write is a tmpfs of its own, capped: a 200 MB write fails (or
+    the folder is not there at all), and nothing of it reaches the host."""
+    tag = uuid.uuid4().hex[:8]
+    result = learner(
+        f"head -c 200000000 /dev/zero > {where}/flood-{tag}; echo $?\n"
+        f"du -m {where}/flood-{tag} 2>/dev/null | cut -f1\n"
+    )
+    status, *size = result.stdout.split()
+    assert status != "0", result
+    assert not size or int(size[0]) <= view.SCRATCH_BYTES // (1024 * 1024), result
+    assert not os.path.exists(f"{where}/flood-{tag}")
+
+
+# --- what it can reach ----------------------------------------------------------------------
+
+
+class _Canary(http.server.BaseHTTPRequestHandler):
+    """A lab's etcd as the attack found it: plain HTTP on loopback, no auth."""
+
+    seen: ClassVar[list[str]] = []
+
+    def do_GET(self) -> None:
+        self.seen.append(self.path)
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"ETCD-CANARY")
+
+    do_POST = do_GET
+
+    def log_message(self, *_args: object) -> None:
+        return
+
+
+def test_no_loopback_http_and_no_abstract_socket_of_the_host(learner: Learner) -> None:
+    """The attack read and wrote a lab's etcd on 127.0.0.1 through its JSON gateway. Here an
+    HTTP server on the host's loopback and a listener on an abstract unix socket (scoped by
+    network namespace) see no one."""
+    _Canary.seen = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Canary)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    name = f"gpushare-test-{uuid.uuid4().hex[:8]}"
+    abstract = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    abstract.bind("\0" + name)
+    abstract.listen(4)
+    port = server.server_address[1]
+    try:
+        result = learner(
+            "python3 - <<'EOF'\n"
+            "import socket, urllib.request\n"
+            "for host in ['127.0.0.1', 'localhost']:\n"
+            "    url = 'http://%s:PORT/v3/kv/range' % host\n"
+            "    try:\n"
+            "        print('read', urllib.request.urlopen(url, b'{}', timeout=2).read())\n"
+            "    except OSError as exc:\n"
+            "        print('refused', type(exc).__name__)\n"
+            "s = socket.socket(socket.AF_UNIX)\n"
+            "try:\n"
+            "    s.connect('\\0NAME'); print('read abstract')\n"
+            "except OSError as exc:\n"
+            "    print('refused', type(exc).__name__)\n"
+            "EOF\n"
+            "echo hello >/dev/tcp/127.0.0.1/PORT && echo bash-connected\n"
+            "echo end\n".replace("PORT", str(port)).replace("NAME", name)
+        )
+        abstract.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            abstract.accept()  # nobody connected
+    finally:
+        server.shutdown()
+        server.server_close()
+        abstract.close()
+    assert _Canary.seen == [], _Canary.seen
+    assert "CANARY" not in result.stdout and "read" not in result.stdout, result
+    assert "bash-connected" not in result.stdout and result.stdout.endswith("end\n"), result
+
+
+@pytest.fixture
+def canaries() -> Iterator[dict[str, Path]]:
+    """World-readable secrets (0644) where the attack read them: root's home, the checkout,
+    gpushare's cache (a lab's kubeconfig), /etc."""
+    tag = uuid.uuid4().hex[:8]
+    paths = {
+        "home": Path.home() / f".gpushare-canary-{tag}",
+        "checkout": ROOT / f".gpushare-canary-{tag}",
+        "cache": binaries.cache_dir() / f"canary-{tag}" / "kubeconfig.yaml",
+        "etc": Path(f"/etc/gpushare-canary-{tag}"),
+    }
+    try:
+        for name, path in paths.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(f"CANARY-{name.upper()}-{tag}\n")
+            path.chmod(0o644)
+        yield paths
+    finally:
+        for path in paths.values():
+            path.unlink(missing_ok=True)
+        shutil.rmtree(paths["cache"].parent, ignore_errors=True)
+
+
+def test_reads_no_host_file_and_no_other_process(
+    learner: Learner, canaries: dict[str, Path]
+) -> None:
+    """The attack read ``/etc/rt-world``, another user's ``~/.profile`` and the command line
+    of every process. The script reads only the runtime and its staged work: every canary is
+    out of its reach, and so is a process of the host that carries one in its command line."""
+    tag = uuid.uuid4().hex[:8]
+    witness = subprocess.Popen(["sleep", "60", f"gpushare-cmdline-canary-{tag}"])
+    try:
+        result = learner(
+            'for f in "$@"; do cat "$f"; done 2>/dev/null\n'.replace(
+                '"$@"', " ".join(map(str, canaries.values()))
+            )
+            + f"ls {Path.home()} {ROOT} 2>&1 | head -3\n"
+            + "cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '\n"
+            + "echo; ls /proc | grep -c '^[0-9]'\n"
+            + "echo end\n"
+        )
+    finally:
+        witness.kill()
+        witness.wait()
+    assert "CANARY" not in result.stdout.replace("grep", ""), result
+    assert f"cmdline-canary-{tag}" not in result.stdout, result
+    assert int(result.stdout.split()[-2]) < 10, result  # its own init, bash, cat...
+    assert result.stdout.endswith("end\n"), result
 
 
 # --- where the uid level cannot be built ---------------------------------------------------
