@@ -413,9 +413,10 @@ class Supervisor:
 class _Stage:
     """What runs with a uid of their own may read, copied where only their grade's gid can:
     ``<stage>/work-N`` (a folder the script runs in) and ``<stage>/in-N`` (a file it is
-    given), in a folder of mode 0750 owned by the grader and the slot's gid; modes made
-    0640/0750 so that the gid reads (and executes) what the grader could. At ``uid`` each run
-    also gets a home of its own (0700, its uid), removed with the run."""
+    given), in a folder of mode 0750 owned by the grader and the grade's gid; modes made
+    0640/0750 so that the gid reads (and executes) what the grader could. Each run sees the
+    copies at the original paths (bubblewrap's binds; at ``uid``, the binds of its own mount
+    namespace, whose root is built on ``<stage>/root``)."""
 
     def __init__(self, sandbox: Sandbox) -> None:
         if sandbox.level is Level.UID:
