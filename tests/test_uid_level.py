@@ -128,6 +128,36 @@ def test_ipc_objects_go_with_the_run(learner: Learner) -> None:
     assert second.stdout.split()[-3:] == ["0", "0", "0"], second  # the next run sees none
 
 
+_KEY = """\
+python3 - <<'EOF'
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+if "PLANT" == "PLANT":
+    key = libc.syscall(248, b"user", b"NAME", b"LEFT-FOR-THE-NEXT", 17, -4)  # add_key into @u
+    libc.syscall(250, 5, key, 0x3F3F3F3F)  # KEYCTL_SETPERM: anyone of the uid reads it
+found = libc.syscall(250, 10, -4, b"user", b"NAME", 0)  # KEYCTL_SEARCH of @u
+print(os.getuid(), "found" if found > 0 else "none")
+EOF
+"""
+
+
+def test_a_key_in_the_uids_own_keyring_is_gone_for_the_next_grade(
+    sb: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, token: str
+) -> None:
+    """The user keyring belongs to a uid, not to a run, and the host keeps it for good: a
+    key one grade's run put there would be found by the next grade whose run has that uid
+    (one slot of a range of the test's own: the same uid twice)."""
+    monkeypatch.setenv(ids.RANGE_ENV, "61140-61148")
+    work = tmp_path / "work"
+    (work / "bin").mkdir(parents=True)
+    name = f"gpushare-test-{uuid.uuid4().hex[:8]}"
+    seen = []
+    for body in (_KEY, _KEY.replace('"PLANT" == "PLANT"', "False")):
+        with Supervisor(sandbox=sb) as supervisor:
+            seen.append(Learner(supervisor, work, token)(body.replace("NAME", name)).stdout)
+    assert seen == ["61141 found\n", "61141 none\n"], seen
+
+
 def _world_writable_on_host() -> list[str]:
     """The host's world-writable folders (the attack's /tmp, /var/tmp, /dev/shm, /run/lock)."""
     found = subprocess.run(

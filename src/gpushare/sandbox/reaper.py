@@ -188,6 +188,25 @@ def _new_session_keyring() -> None:
             raise OSError(err, f"keyctl(JOIN_SESSION_KEYRING): {os.strerror(err)}")
 
 
+_KEYCTL_CLEAR = 7
+# The uid's own keyrings: they belong to the uid, not to a process, and outlive every run.
+_KEY_SPEC_USER_KEYRING, _KEY_SPEC_USER_SESSION_KEYRING = -4, -5
+
+
+def _clear_user_keyrings() -> None:
+    """Empty the user and user-session keyrings of our uid (the run's, at ``uid``). They are
+    the uid's, kept by the kernel for as long as the user namespace lives (the host's: for
+    good), so a key one run put there would be found by the next grade whose run has that uid
+    (``security/keys/process_keys.c:look_up_user_keyrings``, torvalds/linux v6.12); at
+    ``bubblewrap`` each run's user namespace has keyrings of its own."""
+    number = _SYS_KEYCTL.get(os.uname().machine)
+    if number is None:
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    for ring in (_KEY_SPEC_USER_KEYRING, _KEY_SPEC_USER_SESSION_KEYRING):
+        libc.syscall(number, _KEYCTL_CLEAR, ring)  # refused (seccomp): nobody can add either
+
+
 class _SetupFailed(Exception):
     """The run's namespaces or view could not be made (ours to fix, not the script's)."""
 
@@ -243,15 +262,18 @@ def _spawn(request: _Request, reaper_pid: int, extra_fd: tuple[int, int] | None)
                 script = os.fork()
                 if script != 0:
                     os.close(err_w)  # the script's copy alone says whether exec worked
-                    _init(script)
+                    _init(script, request.uid, request.gid)
                 parent = 1  # the script's parent: our init, pid 1 of the run's namespace
             os.setsid()
             # Dies with the reaper even if the reaper is SIGKILLed (kept across exec, not across
             # the uid change: set after it).
             _drop_privileges(request.uid, request.gid)
             _new_session_keyring()
-            if namespaced:  # a setuid or setgid file it finds (or plants) gives nothing
-                _prctl(_PR_SET_NO_NEW_PRIVS, 1)  # (bubblewrap sets it in its own sandbox)
+            if namespaced:
+                _clear_user_keyrings()  # what a run of a killed grade may have left
+                # a setuid or setgid file it finds (or plants) gives nothing (bubblewrap sets
+                # the same in its own sandbox)
+                _prctl(_PR_SET_NO_NEW_PRIVS, 1)
             _prctl(_PR_SET_PDEATHSIG, _signal.SIGKILL)
             if os.getppid() != parent:
                 os._exit(_EXEC_FAILED)
@@ -287,10 +309,11 @@ def _enter_namespaces(request: _Request) -> None:
     _view.build(root, pairs, os.fsdecode(request.cwd))
 
 
-def _init(script: int) -> None:  # pragma: no cover - the run's init
-    """Wait for ``script``, reaping every orphan of the namespace meanwhile, and exit as it did
-    (``128 + N`` for death by signal N, as a shell and bubblewrap's init say it): the kernel
-    then kills whatever is left in the namespace. Never returns."""
+def _init(script: int, uid: int, gid: int) -> None:  # pragma: no cover - the run's init
+    """Wait for ``script``, reaping every orphan of the namespace meanwhile, empty the keyrings
+    of the run's uid, and exit as the script did (``128 + N`` for death by signal N, as a shell
+    and bubblewrap's init say it): the kernel then kills whatever is left in the namespace.
+    Never returns."""
     while True:
         try:
             pid, status = os.wait()
@@ -298,7 +321,11 @@ def _init(script: int) -> None:  # pragma: no cover - the run's init
             os._exit(_EXEC_FAILED)
         if pid == script:
             code = os.waitstatus_to_exitcode(status)
-            os._exit(128 - code if code < 0 else code)
+            try:
+                _drop_privileges(uid, gid)  # the run's keyrings are addressed as the run's uid
+                _clear_user_keyrings()
+            finally:
+                os._exit(128 - code if code < 0 else code)
 
 
 def _wait_for_script(pid: int, deadline: float, ctl_fd: int, wake_fd: int) -> str:
