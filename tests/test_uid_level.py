@@ -324,7 +324,8 @@ def test_reads_no_host_file_and_no_other_process(
     witness = subprocess.Popen(["sleep", "60", f"gpushare-cmdline-canary-{tag}"])
     try:
         result = learner(
-            'for f in "$@"; do cat "$f"; done 2>/dev/null\n'.replace(
+            "hostname\n"
+            + 'for f in "$@"; do cat "$f"; done 2>/dev/null\n'.replace(
                 '"$@"', " ".join(map(str, canaries.values()))
             )
             + f"ls {Path.home()} {ROOT} 2>&1 | head -3\n"
@@ -339,6 +340,7 @@ def test_reads_no_host_file_and_no_other_process(
     assert f"cmdline-canary-{tag}" not in result.stdout, result
     assert int(result.stdout.split()[-2]) < 10, result  # its own init, bash, cat...
     assert result.stdout.endswith("end\n"), result
+    assert result.stdout.splitlines()[0] == "sandbox", result  # not the host's name
 
 
 # --- where the uid level cannot be built ---------------------------------------------------

@@ -14,7 +14,8 @@ its own uid:
 * a pid namespace of its own, whose first process is a small init of ours: when the script
   ends (or its reaper kills that init), the kernel kills everything else in it
   (``kernel/pid_namespace.c:zap_pid_ns_processes``) before the init's end is reported;
-* a mount namespace of its own (the view is built by :mod:`gpushare.sandbox.view`).
+* a mount namespace of its own (the view is built by :mod:`gpushare.sandbox.view`);
+* UTS and cgroup namespaces, as bubblewrap's: the host name is ``sandbox``.
 
 Imported by the sandbox master, which may be a fresh ``python -I -S``: small stdlib modules
 only.
@@ -27,6 +28,8 @@ import os
 
 # linux/sched.h
 CLONE_NEWNS = 0x00020000
+CLONE_NEWCGROUP = 0x02000000
+CLONE_NEWUTS = 0x04000000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
@@ -74,6 +77,10 @@ def umount(target: str, flags: int = 0) -> None:
     _checked(_libc.umount2(os.fsencode(target), ctypes.c_int(flags)), f"umount {target}")
 
 
+def sethostname(name: bytes) -> None:
+    _checked(_libc.sethostname(name, ctypes.c_size_t(len(name))), "sethostname")
+
+
 def pivot_root(new_root: str, put_old: str) -> None:
     number = _SYS_PIVOT_ROOT.get(os.uname().machine)
     if number is None:
@@ -86,8 +93,10 @@ def pivot_root(new_root: str, put_old: str) -> None:
 
 # Before the fork of the run's init, by its reaper: the init is the new namespace's pid 1.
 FOR_CHILDREN = CLONE_NEWPID
-# By that init itself, still root: the others.
-OWN = CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET
+# By that init itself, still root: the others (UTS and cgroup as bubblewrap's: the host's
+# name and cgroup path are not the script's business).
+OWN = CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWCGROUP
+HOSTNAME = b"sandbox"
 
 
 _unavailable: str | None = None

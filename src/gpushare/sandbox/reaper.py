@@ -301,9 +301,10 @@ def _spawn(request: _Request, reaper_pid: int, extra_fd: tuple[int, int] | None)
 
 
 def _enter_namespaces(request: _Request) -> None:
-    """In the run's init (pid 1 of its namespace, root): the run's own mount, IPC and network
-    namespaces, and its view of the filesystem (:func:`gpushare.sandbox.view.build`)."""
+    """In the run's init (pid 1 of its namespace, root): the run's own mount, IPC, network, UTS
+    and cgroup namespaces, and its view of the filesystem (:func:`gpushare.sandbox.view.build`)."""
     _ns.unshare(_ns.OWN)
+    _ns.sethostname(_ns.HOSTNAME)
     root, *binds = (os.fsdecode(entry) for entry in request.view)
     pairs = list(zip(binds[0::2], binds[1::2], strict=True))
     _view.build(root, pairs, os.fsdecode(request.cwd))
