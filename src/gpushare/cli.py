@@ -68,7 +68,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--kubeconfig", help="solve this cluster instead of the lab (default: $KUBECONFIG)"
     )
-    p.add_argument("--steps", help="comma-separated step numbers (default: all)")
+    p.add_argument(
+        "--step",
+        "--steps",
+        dest="steps",
+        action="append",
+        metavar="N[,N...]",
+        help="only these steps: --step 1,2 or --step 1 --step 2 (default: all)",
+    )
 
     p = sub.add_parser(
         "snapshot", help="capture the cluster and work dir into one hashed file, for grading"
@@ -85,7 +92,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("grade", help="grade a learner's cluster and work directory")
     grade.add_options(p.add_argument)  # the options pytest shares
     p.add_argument("--junitxml", metavar="FILE", help="write JUnit XML (xunit2)")
-    p.add_argument("--step", action="append", help="grade only these steps (repeatable)")
+    p.add_argument(
+        "--step",
+        "--steps",
+        dest="step",
+        action="append",
+        metavar="N[,N...]",
+        help="grade only these steps: --step 1,2 or --step 1 --step 2 (default: all)",
+    )
     p.add_argument(
         "--timeout",
         type=float,
@@ -401,12 +415,12 @@ def _solve(args: argparse.Namespace) -> int:
 
     workdir = Path(args.workdir).expanduser() if args.workdir else default_workdir()
     try:
-        steps = [int(s) for s in args.steps.split(",")] if args.steps else None
+        steps = sorted(grade.parse_steps(args.steps)) or None
     except ValueError:
         steps = [0]
     known = sorted({c.meta["step"] for c in runner.load_checks(graders_dir())})
     if steps and not set(steps) <= set(known):
-        return _fail(f"--steps takes comma-separated step numbers of {known}")
+        return _fail(f"--step takes step numbers of {known}, as 1,2 or repeated")
     # --kubeconfig, else $KUBECONFIG (kubectl merges the list itself), else the lab
     target = kube_config.resolve(args.kubeconfig, None, args.cluster)
     kubeconfig = None if target.is_lab else target.kubeconfig

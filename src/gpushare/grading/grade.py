@@ -99,23 +99,32 @@ def grade(options: Options, started: float | None = None) -> Outcome:
     started = time.monotonic() if started is None else started
     deadline = started + options.timeout if options.timeout else None
     with open_session(options, started, background_first=True) as session:
-        checks = _select(options.steps)
+        checks, known = _select(options.steps)
         session.start_background(runner.background(checks))  # what they ask for, not yet going
         session.connect(runner.modules(checks))  # the cluster read starts
         durations = runner.run(session, checks, deadline=deadline)
-    return _outcome(session, checks, durations, options.policy)
+    outcome = _outcome(session, checks, durations, options.policy)
+    outcome.report.steps_not_graded = len(set(known) - {c.meta["step"] for c in checks})
+    return outcome
 
 
-def _select(steps: set[int]) -> list[Check]:
-    """The checks of the chosen steps (all with no ``--step``); OptionError for a step that
-    is not one of the graders'."""
+def _select(steps: set[int]) -> tuple[list[Check], list[int]]:
+    """The checks of the chosen steps (all with no ``--step``), and every step the graders
+    have; OptionError for a step that is not one of the graders'."""
     if not graders_dir().is_dir():
         raise OptionError(f"graders not found at {graders_dir()}")
     found = runner.load_checks(graders_dir())
     known = sorted({c.meta["step"] for c in found})
     if steps and not steps <= set(known):
         raise OptionError(f"--step takes the graders' step numbers: {known}")
-    return [c for c in found if not steps or c.meta["step"] in steps]
+    return [c for c in found if not steps or c.meta["step"] in steps], known
+
+
+def parse_steps(values: list[str] | None) -> set[int]:
+    """The step numbers of a repeatable ``--step`` whose values may be comma lists: ``--step
+    1,2``, ``--step 1 --step 2`` and ``--steps 1,2`` are the same (``grade`` and ``solve`` take
+    both forms); ValueError for anything that is not a number."""
+    return {int(part) for value in values or () for part in value.split(",") if part.strip()}
 
 
 @contextlib.contextmanager
@@ -298,7 +307,7 @@ def options_from(args: object, prefix: str = "") -> Options:
 
     step, seed, timeout = get("step"), get("seed"), get("timeout")
     try:
-        steps = {int(s) for s in step} if isinstance(step, list) else set()
+        steps = parse_steps(step) if isinstance(step, list) else set()
     except ValueError:
         steps = {0}
     workdir, snapshot = text("workdir"), text("snapshot")
