@@ -93,8 +93,9 @@ lint: install
 	@! grep -rnE 'type: ignore(\[[a-z-]+(, *[a-z-]+)*\])? *$$' src graders \
 		|| { echo 'lint: a `type: ignore` says why, in a comment after it'; exit 1; }
 
-grade: setup
-	$(BIN)/gpushare up
+# the lab as it is, never started nor created (a misspelt GPUSHARE_CLUSTER names a lab that does
+# not exist: the grade says so, with the labs that do; a stopped lab: `make up`)
+grade: install
 	$(BIN)/gpushare grade --workdir $(WORKDIR) $(GRADE_ARGS)
 
 # hand in: one hashed file of the lab's objects and the work dir (LEARNER=id, OUT=file|dir)
