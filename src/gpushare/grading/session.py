@@ -329,4 +329,5 @@ class GradeSession:
             could_not_grade_detail=self.could_not_grade_detail,
             timed_out=self.timed_out,
             isolation=self.background.isolation,
+            workdir_absent=self.snapshot is None and self.work.absent,
         )

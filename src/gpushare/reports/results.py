@@ -109,6 +109,16 @@ class Report:
     policy: str | None = None
     isolation: str | None = None  # the learner's runs' level: bubblewrap, uid, none
     steps_not_graded: int = 0  # the lab's steps a `--step` left out
+    workdir_absent: bool = False  # the work dir graded does not exist: said once, first
+
+    def workdir_notice(self) -> str:
+        """The one line a grade of a missing work dir starts with, or "": every file check fails
+        for that reason alone, and the learner most likely named the wrong folder."""
+        if not self.workdir_absent:
+            return ""
+        return messages.render_value(
+            messages.T("workdir_absent_first", root=self.workdir), self.lang
+        )
 
     @property
     def complete(self) -> bool:
@@ -221,6 +231,7 @@ class Report:
             "timed_out": self.timed_out,
             "policy": self.policy,
             "isolation": self.isolation,
+            **({"workdir_absent": True} if self.workdir_absent else {}),
         }
 
     def properties(self) -> dict[str, str]:
@@ -263,7 +274,7 @@ class Report:
             "score": self.score,
             "max_score": self.max_score,
             "execution_time": round(self.execution_time, 3),
-            "output": f"{self.figures()}\n{verdict}" if verdict else self.figures(),
+            "output": "\n".join(filter(None, [self.workdir_notice(), self.figures(), verdict])),
             "visibility": "visible",
             "stdout_visibility": "hidden",
             "tests": [c.as_test() for c in self.checks],

@@ -43,6 +43,9 @@ def render(report: Report, *, color: bool, feedback: bool = True) -> str:
 
     ok_word, fail_word = messages.label("pass", lang), messages.label("fail", lang)
     out: list[str] = []
+    notice = report.workdir_notice()
+    if notice:  # first: it explains every file check's failure below
+        out.append(paint(RED, clean.line(notice)))
     out.append(paint(BOLD, messages.label("summary_title", lang)))
     # under an instructor's policy only the visible checks count here: the points of the
     # others would tell how they went (see gpushare.reports.policy)
