@@ -103,9 +103,10 @@ grade: install
 	@$(BIN)/gpushare grade --workdir $(WORKDIR) $(if $(STEP),--step $(STEP)) $(GRADE_ARGS) \
 		|| [ $$? -eq 1 ]
 
-# hand in: one hashed file of the lab's objects and the work dir (LEARNER=id, OUT=file|dir)
+# hand in: one hashed file of the lab's objects and the work dir, written into the work dir
+# (LEARNER=id, else $GPUSHARE_LEARNER, else asked once; OUT=file|dir), and what to do with it
 submit: install
-	$(BIN)/gpushare snapshot --workdir $(WORKDIR) $(if $(LEARNER),--learner $(LEARNER)) \
+	@$(BIN)/gpushare submit --workdir $(WORKDIR) $(if $(LEARNER),--learner $(LEARNER)) \
 		$(if $(OUT),--out $(OUT)) $(SUBMIT_ARGS)
 
 up: setup

@@ -89,6 +89,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--learner", help="learner id (default: $GPUSHARE_LEARNER, else the user name)")
     p.add_argument("--out", help="file or folder to write (default: the current folder)")
 
+    p = sub.add_parser(
+        "submit",
+        help="hand in: a snapshot of the lab and the work dir, written into the work dir",
+        description="Capture the lab and the work dir into one file in the work dir, named after "
+        "the learner id, and say what to do with it (upload it to the LMS assignment). The id: "
+        "--learner, else $GPUSHARE_LEARNER, else the one given last time, else asked once.",
+    )
+    _add_cluster(p)
+    p.add_argument(
+        "--workdir", help="the work directory (default: $GPUSHARE_WORKDIR or /root/gpushare)"
+    )
+    p.add_argument("--kubeconfig", help="capture this cluster (default: $KUBECONFIG, else the lab)")
+    p.add_argument("--context", help="kubeconfig context (default: current-context)")
+    p.add_argument("--learner", help="learner id (default: $GPUSHARE_LEARNER, else asked once)")
+    p.add_argument("--out", help="file or folder to write (default: the work directory)")
+    p.add_argument("--lang", help="language of what is said (default: as grade's)")
+
     p = sub.add_parser("grade", help="grade a learner's cluster and work directory")
     grade.add_options(p.add_argument)  # the options pytest shares
     p.add_argument("--junitxml", metavar="FILE", help="write JUnit XML (xunit2)")
@@ -322,6 +339,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from gpushare.grading import capture  # lazy: 17 ms (snapshots, YAML)
 
         return capture.run_cli(args)
+    if args.command == "submit":
+        from gpushare.grading import submit  # lazy: as snapshot's
+
+        return submit.run_cli(args)
     if args.command == "class" and args.class_command == "export":
         from gpushare.lms import export  # lazy: the LMS's import files, only when asked
 
