@@ -257,3 +257,61 @@ def test_an_incomplete_language_is_not_offered_and_its_gaps_are_named(tmp_path, 
     graded = grade_snapshot(SNAPSHOT, tmp_path, "--lang", "xx")
     assert graded.rc == 2, graded.stdout + graded.stderr
     assert "values.absent (missing)" in graded.stderr and "values.file_too_large" in graded.stderr
+
+
+def _no_language_set(monkeypatch, locale: str = "C.UTF-8") -> None:
+    for var in ("GPUSHARE_LANG", "LC_ALL", "LC_MESSAGES"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("LANG", locale)
+
+
+@pytest.mark.parametrize("locale", ["C.UTF-8", "fr_FR.UTF-8", "POSIX"])
+def test_with_no_language_of_the_labs_learners_get_the_labs_and_instructors_english(
+    monkeypatch, locale
+):
+    """C.UTF-8 (a container's), or a locale the lab has no texts for: the learner's feedback is in
+    the lab's default_lang, an instructor's class commands and report in English."""
+    from gpushare.classroom import batch
+
+    _no_language_set(monkeypatch, locale)
+    assert messages.lab_default() == "zh"  # graders/lab.toml
+    assert messages.resolve_lang(None) == "zh"
+    assert messages.resolve_lang(None, instructor=True) == "en"
+    assert batch.resolve_lang(None) == "en"
+    monkeypatch.setenv("LANG", "ko_KR.UTF-8")  # a locale the lab has wins for both
+    assert messages.resolve_lang(None) == messages.resolve_lang(None, instructor=True) == "ko"
+
+
+def _lab(tmp_path, default: str | None, *, zh: bool) -> Path:
+    """A lab of one check whose texts are in English (and in Chinese with ``zh``)."""
+    graders = tmp_path / "graders"
+    (graders / "messages").mkdir(parents=True)
+    head = f'default_lang = "{default}"\n' if default else ""
+    (graders / "lab.toml").write_text(head + '[nodes]\nnames = ["edge-0"]\ncapacity = {}\n')
+    entry = '[checks."1.1"]\ntitle = "{}"\nhint = "{}"\n'
+    (graders / "messages" / "en.toml").write_text(entry.format("Edge node", "Label it."))
+    if zh:
+        (graders / "messages" / "zh.toml").write_text(entry.format("边缘节点", "给它加标签。"))
+    return graders
+
+
+def test_a_lab_chooses_its_learners_default_language(tmp_path, monkeypatch):
+    _no_language_set(monkeypatch)
+    monkeypatch.setenv("GPUSHARE_GRADERS", str(_lab(tmp_path, "en", zh=True)))
+    assert messages.lab_default() == "en" and messages.resolve_lang(None) == "en"
+    assert messages.langs()[0] == "en"
+
+
+def test_a_lab_lacking_its_default_language_falls_back_to_one_it_has_with_a_warning(
+    tmp_path, monkeypatch, capsys
+):
+    """A second lab with English texts only, and no default_lang (so the engine's Chinese): not
+    Chinese labels around English titles, but English, and a line that says so."""
+    _no_language_set(monkeypatch)
+    monkeypatch.setenv("GPUSHARE_GRADERS", str(_lab(tmp_path, None, zh=False)))
+    assert "zh" not in messages.langs()
+    assert messages.resolve_lang(None) == "en"
+    warned = capsys.readouterr().err
+    assert "no complete zh texts" in warned and "using en" in warned
+    with pytest.raises(ValueError, match="incomplete"):
+        messages.resolve_lang("zh")  # asked for by name: refused, as before

@@ -144,7 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="the grade's hard deadline in run_autograder (default: 480, below Gradescope's "
         "10-minute limit)",
     )
-    b.add_argument("--lang", help="feedback language (default: zh)")
+    b.add_argument(
+        "--lang", help="feedback language (default: $GPUSHARE_LANG, else the lab's default_lang)"
+    )
     b.add_argument(
         "--sandbox",
         choices=["auto", "require"],
@@ -170,7 +172,11 @@ def _add_class(sub: argparse._SubParsersAction[_Parser]) -> None:
             default=0,
             help="base seed of the unseen cases, mixed with each snapshot's hash (default 0)",
         )
-        q.add_argument("--lang", help="language of feedback and report (default: zh)")
+        q.add_argument(
+            "--lang",
+            help="language of feedback and report (default: $GPUSHARE_LANG, else the "
+            "locale's, else English)",
+        )
         q.add_argument(
             "--timeout",
             type=float,

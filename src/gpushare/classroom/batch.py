@@ -87,8 +87,9 @@ def default_jobs() -> int:
 
 
 def resolve_lang(lang: str | None) -> str:
+    """An instructor's language: ``--lang``, GPUSHARE_LANG, the locale, else English."""
     try:
-        return messages.resolve_lang(lang)
+        return messages.resolve_lang(lang, instructor=True)
     except ValueError as exc:
         raise InputError(str(exc)) from None
 

@@ -54,7 +54,7 @@ class Options:
     context: str | None = None
     cluster: str | None = None
     snapshot: Path | None = None  # grade this file instead of a cluster
-    lang: str | None = None  # default: GPUSHARE_LANG, the locale, zh
+    lang: str | None = None  # default: GPUSHARE_LANG, the locale, the lab's default_lang
     seed: int | None = None  # default: a new one, recorded in the results
     steps: set[int] = field(default_factory=set)  # empty: every step
     timeout: float | None = None  # seconds for the whole grade; unfinished checks are errors
@@ -145,7 +145,7 @@ def open_session(
     if options.snapshot and (options.kubeconfig or options.context):
         raise OptionError("--snapshot grades the file alone: no --kubeconfig or --context with it")
     try:
-        lang = messages.resolve_lang(options.lang)  # else GPUSHARE_LANG, the locale, zh
+        lang = messages.resolve_lang(options.lang)  # else GPUSHARE_LANG, the locale, the lab's
     except ValueError as exc:
         raise OptionError(str(exc)) from None
     with contextlib.ExitStack() as stack:
@@ -281,7 +281,13 @@ SHARED_OPTIONS: tuple[tuple[str, OptionSpec], ...] = (
             "trusted work)",
         },
     ),
-    ("--lang", {"help": "feedback language (default: zh)"}),
+    (
+        "--lang",
+        {
+            "help": "feedback language, one the lab has (zh, ko, en here); default: "
+            "$GPUSHARE_LANG, else the locale's, else the lab's default_lang (lab.toml)"
+        },
+    ),
     ("--json", {"metavar": "FILE", "help": "write Gradescope-style results.json"}),
     ("--seed", {"type": int, "help": "seed of the grade's generated cases (default: random)"}),
 )
