@@ -22,7 +22,7 @@ import pytest
 
 from gpushare.submissions import snapshot
 from gpushare.submissions.workdir import Workdir
-from tests.helpers import ROOT, grade_snapshot, run_grade, verdicts
+from tests.helpers import MAX_SCORE, ROOT, grade_snapshot, run_grade, verdicts
 
 
 def _workdir(tmp_path: Path) -> Path:
@@ -267,7 +267,7 @@ def test_fresh_and_solved_lab_snapshots_grade_offline_as_live(lab, state, tmp_pa
     fresh = run_grade(lab, empty, tmp_path)
     assert fresh.rc == 1 and fresh.results["score"] == 0
     solved = run_grade(lab, state.solve(), tmp_path)
-    assert solved.rc == 0 and solved.results["score"] == 100
+    assert solved.rc == 0 and solved.results["score"] == MAX_SCORE
 
 
 def test_snapshot_outlives_the_lab(tmp_path, state):

@@ -137,7 +137,7 @@ def grade_class(
     _require_sandbox(unsafe_no_sandbox)
     if not unsafe_no_sandbox:  # the uid level: no learner's script may read the class's files
         levels.protect_at_uid([*paths, out, *([policy] if policy else [])])
-    checks = gradebook.catalog()
+    checks = gradebook.catalog(visibility)  # worth the policy's points, where it sets any
     out.mkdir(parents=True, exist_ok=True)
     folders = [s.folder(every) for s in chosen]
     _drop_stale(out, set(folders))
@@ -249,6 +249,7 @@ def finish(
     """Write grades.csv and report.html of ``rows`` (a run's, or merged shards'), with the
     suspicion flags of the whole class (:func:`flags.mark`)."""
     flags.mark(rows, deadline=deadline)
+    checks = gradebook.with_points(checks, rows)
     changes = None
     if previous is not None and before is not None:
         changes = regrade.compare(str(previous), before, rows, partial=partial)
@@ -344,6 +345,7 @@ def summary(run: ClassRun) -> str:
                 high=max(scores),
             )
         )
+    lines.append(gradebook.total_line(run.checks, lang))
     for r in run.errors:
         lines.append(f"  {r.folder}: {text('error', lang)}: {report.reason_said(r, lang)}")
     if run.superseded:

@@ -30,7 +30,7 @@ from gpushare.grading.runner import Check
 from gpushare.locations import default_fixtures, default_workdir, graders_dir
 from gpushare.reports import junit, messages, terminal
 from gpushare.reports.clean import line
-from gpushare.reports.policy import Policy, PolicyError
+from gpushare.reports.policy import Policy, PolicyError, total_warning
 from gpushare.reports.policy import apply as apply_policy
 from gpushare.reports.policy import load as load_policy
 from gpushare.reports.results import Report
@@ -354,9 +354,15 @@ def run_cli(args: argparse.Namespace) -> int:
         return _run_cli(args, started)
 
 
+def lab_points() -> dict[str, int]:
+    """Every check of the lab and its grader's points (what a policy's points change)."""
+    return {c.meta["number"]: c.meta["points"] for c in runner.load_checks(graders_dir())}
+
+
 def _run_cli(args: argparse.Namespace, started: float) -> int:
     try:
-        outcome = grade(options_from(args), started)
+        options = options_from(args)
+        outcome = grade(options, started)
     except Exception as exc:
         # lazy: the snapshot module is 17 ms that a live grade never needs (see open_session)
         from gpushare.submissions.snapshot import SnapshotError
@@ -369,6 +375,9 @@ def _run_cli(args: argparse.Namespace, started: float) -> int:
             return _error(f"could not grade: {guard.memory_message()}")
         raise
     outcome.write(args.json, args.junitxml)
+    warning = total_warning(options.policy, lab_points()) if options.policy else None
+    if warning:  # an instructor's policy re-weighted the checks: said where they grade with it
+        print(warning, file=sys.stderr)
     report = outcome.report
     if report.could_not_grade and not report.timed_out:  # no score to show: one line
         return _error(f"could not grade ({_graded(report)}): {report.could_not_grade}")
