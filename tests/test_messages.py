@@ -67,10 +67,8 @@ def test_every_check_has_a_title_and_hint_in_every_language():
     for path in ROOT.glob("graders/test_step*.py"):
         numbers |= set(re.findall(r'@check\("(\d+\.\d+)"', path.read_text()))
     assert numbers == ALL_CHECKS  # what the runner loads, as the files spell it
-    for lang in messages.langs():
-        checks = messages.catalog(lang)["checks"]
-        for n in numbers:
-            assert checks[n]["title"].strip() and checks[n]["hint"].strip(), (lang, n)
+    for lang in messages.found():  # every language with a file, complete or not
+        assert messages.untitled(sorted(numbers), lang) == [], lang
 
 
 HANGUL = re.compile(r"[\uac00-\ud7a3]")
@@ -315,3 +313,25 @@ def test_a_lab_lacking_its_default_language_falls_back_to_one_it_has_with_a_warn
     assert "no complete zh texts" in warned and "using en" in warned
     with pytest.raises(ValueError, match="incomplete"):
         messages.resolve_lang("zh")  # asked for by name: refused, as before
+
+
+def test_a_check_with_no_text_warns_when_the_lab_is_loaded(tmp_path, monkeypatch, capsys):
+    """A lab author's new check 1.2 with no title or hint: said at load time, once, not graded
+    in silence as "[1.2] 1.2"."""
+    from gpushare.grading import runner
+
+    graders = _lab(tmp_path, "en", zh=False)
+    (graders / "test_step1_untitled_lab.py").write_text(
+        "from gpushare.grading.checks import check\n\n\n"
+        '@check("1.1", 2)\ndef test_1_1():\n    pass\n\n\n'
+        '@check("1.2", 1)\ndef test_1_2():\n    pass\n'
+    )
+    monkeypatch.setenv("GPUSHARE_GRADERS", str(graders))
+    monkeypatch.setattr(messages, "_warned", set())
+    assert messages.untitled(["1.1", "1.2"]) == ["1.2 (title, hint)"]
+    assert [c.meta["number"] for c in runner.load_checks(graders)] == ["1.1", "1.2"]
+    warned = capsys.readouterr().err
+    assert "check 1.2 (title, hint)" in warned and "1.1" not in warned
+    assert str(graders / "messages" / "en.toml") in warned
+    runner.load_checks(graders)
+    assert capsys.readouterr().err == ""  # once

@@ -26,6 +26,7 @@ import os
 import string
 import sys
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -234,6 +235,39 @@ def _check(number: str, lang: str) -> dict[str, str]:
 
 def title(number: str, lang: str) -> str:
     return _check(number, lang).get("title", number)
+
+
+def untitled(numbers: Iterable[str], lang: str = REFERENCE) -> list[str]:
+    """The checks among ``numbers`` that lack a title or a hint in ``lang``'s catalog, each as
+    ``5.6 (title, hint)``: such a check is shown as its bare number, with nothing to guide."""
+    checks = catalog(lang)["checks"]
+    out = []
+    for number in numbers:
+        entry = checks.get(number) or {}
+        lacks = [key for key in ("title", "hint") if not str(entry.get(key) or "").strip()]
+        if lacks:
+            out.append(f"{number} ({', '.join(lacks)})")
+    return out
+
+
+def warn_untitled(numbers: Iterable[str]) -> None:
+    """Warn once on stderr of the checks the reference catalog gives no title or hint: the
+    lab's texts lack them in every language. (A language that lacks what the reference has is
+    incomplete: refused by name, or passed over with :func:`resolve_lang`'s warning.) Only the
+    reference is read here, which every grade reads anyway."""
+    lacking = [n for n in untitled(numbers) if n not in _warned]
+    if lacking:
+        _warned.update(lacking)
+        where = _lab_texts() / f"{REFERENCE}.toml"
+        print(
+            f"gpushare: warning: no text in {where} for check {', '.join(lacking)}: it is "
+            'shown as its number, with no hint (add [checks."<number>"] title and hint in '
+            "every language)",
+            file=sys.stderr,
+        )
+
+
+_warned: set[str] = set()
 
 
 def hint(number: str, lang: str) -> str:
