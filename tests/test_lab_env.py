@@ -385,3 +385,14 @@ def test_with_no_lab_at_all_the_message_says_how_to_start_one(tmp_path, monkeypa
     assert "No lab exists here yet" in said and "make up" in said
     assert existing.closest("gpushar", ["gpushare", "x"]) == "gpushare"
     assert existing.closest("zzzz", ["gpushare"]) is None
+
+
+def test_env_of_a_lab_that_does_not_exist_warns_and_names_the_closest(tmp_path):
+    env = {**_labs_here(tmp_path, "nc-lab"), "GPUSHARE_CLUSTER": "nc-lbb"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpushare", "env"],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 0 and "export GPUSHARE_CLUSTER=nc-lbb" in proc.stdout
+    assert proc.stderr.startswith("gpushare: warning: the lab nc-lbb does not exist")
+    assert "Did you mean nc-lab?" in proc.stderr

@@ -130,7 +130,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="the instructor's visibility policy (TOML): which checks learners see, when, and "
         "whether their feedback shows expected and found",
     )
-    p.add_argument("--color", choices=["auto", "yes", "no"], default="auto")
+    p.add_argument(
+        "--color",
+        choices=["auto", "yes", "no"],
+        default="auto",
+        help="colour the summary: auto (on a terminal, unless NO_COLOR is set), yes, no",
+    )
 
     p = sub.add_parser("gradescope", help="the Gradescope autograder: build its bundle, run it")
     gs = p.add_subparsers(dest="gradescope_command", required=True, parser_class=_Parser)
@@ -397,6 +402,11 @@ def _dispatch(args: argparse.Namespace) -> int:
             print(f"lab {cluster_name(args.cluster)} reset to its fresh state")
             return EXIT_OK
         if args.command == "env":
+            name = cluster_name(args.cluster)
+            if not cluster.Lab(name).exists():  # the lines would point at nothing: say so
+                from gpushare.lab import existing
+
+                print(f"gpushare: warning: {existing.not_up(name, None)}", file=sys.stderr)
             print("\n".join(cluster.env_lines(args.cluster)))
             return EXIT_OK
         if args.command == "status":

@@ -29,14 +29,16 @@ def closest(name: str, among: list[str]) -> str | None:
     return found[0] if found else None
 
 
-def not_up(name: str, doing: str = "grade") -> str:
+def not_up(name: str, doing: str | None = "grade") -> str:
     """One line (without the ``gpushare:`` of a command's errors): the lab ``name`` does not
     exist; the labs that do, the closest one first.
 
-    ``doing``: what could not be done ("grade", "capture"). It offers to create ``name`` only
-    when no lab exists at all: with others there, a new one is most likely a typo's."""
+    ``doing``: what could not be done ("grade", "capture"; None: a warning only). It offers to
+    create ``name`` only when no lab exists at all: with others there, a new one is most likely
+    a typo's."""
     kubeconfig = lab_dir(name) / "kubeconfig.yaml"
-    head = f"could not {doing}: the lab {name} does not exist (no {kubeconfig})."
+    head = f"the lab {name} does not exist (no {kubeconfig})."
+    head = f"could not {doing}: {head}" if doing else head
     others = [n for n in labs() if n != name]
     if not others:
         return (
