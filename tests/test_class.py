@@ -704,3 +704,22 @@ def test_the_sample_class_grades_and_flags_as_its_readme_says(tmp_path):
     assert ", …: ada, emre\n" in proc.stdout
     page = (out / "report.html").read_text(encoding="utf-8")
     assert page.count("<td>ada, emre</td>") == 1 and "reference_cluster" not in page
+
+
+def test_the_charts_name_cjk_faces_for_zh_and_ko_labels():
+    """A zh or ko report's chart labels are SVG text: their font list names CJK faces of each
+    platform, not Latin ones alone (which show boxes where the browser has no CJK fallback)."""
+    from gpushare.classroom import report
+
+    fig = report._new_figure(2, 1)
+    fig.add_subplot().set_xlabel("分数 / 점수")
+    svg = report._svg(fig)
+    families = set(re.findall(r"font-family: ([^;\"]+)", svg))
+    assert families, svg[:500]
+    for family in families:
+        names = [n.strip(" '") for n in family.split(",")]
+        assert names == list(report.CHART_FONTS)
+    assert {"Noto Sans CJK SC", "Noto Sans CJK KR", "PingFang SC", "Malgun Gothic"} <= set(
+        report.CHART_FONTS
+    )
+    assert "分数 / 점수" in svg  # text kept as text, for those faces to draw

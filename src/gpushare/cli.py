@@ -68,7 +68,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--kubeconfig", help="solve this cluster instead of the lab (default: $KUBECONFIG)"
     )
-    p.add_argument("--steps", help="comma-separated step numbers (default: all)")
+    p.add_argument(
+        "--step",
+        "--steps",
+        dest="steps",
+        action="append",
+        metavar="N[,N...]",
+        help="only these steps: --step 1,2 or --step 1 --step 2 (default: all)",
+    )
 
     p = sub.add_parser(
         "snapshot", help="capture the cluster and work dir into one hashed file, for grading"
@@ -82,10 +89,34 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--learner", help="learner id (default: $GPUSHARE_LEARNER, else the user name)")
     p.add_argument("--out", help="file or folder to write (default: the current folder)")
 
+    p = sub.add_parser(
+        "submit",
+        help="hand in: a snapshot of the lab and the work dir, written into the work dir",
+        description="Capture the lab and the work dir into one file in the work dir, named after "
+        "the learner id, and say what to do with it (upload it to the LMS assignment). The id: "
+        "--learner, else $GPUSHARE_LEARNER, else the one given last time, else asked once.",
+    )
+    _add_cluster(p)
+    p.add_argument(
+        "--workdir", help="the work directory (default: $GPUSHARE_WORKDIR or /root/gpushare)"
+    )
+    p.add_argument("--kubeconfig", help="capture this cluster (default: $KUBECONFIG, else the lab)")
+    p.add_argument("--context", help="kubeconfig context (default: current-context)")
+    p.add_argument("--learner", help="learner id (default: $GPUSHARE_LEARNER, else asked once)")
+    p.add_argument("--out", help="file or folder to write (default: the work directory)")
+    p.add_argument("--lang", help="language of what is said (default: as grade's)")
+
     p = sub.add_parser("grade", help="grade a learner's cluster and work directory")
     grade.add_options(p.add_argument)  # the options pytest shares
     p.add_argument("--junitxml", metavar="FILE", help="write JUnit XML (xunit2)")
-    p.add_argument("--step", action="append", help="grade only these steps (repeatable)")
+    p.add_argument(
+        "--step",
+        "--steps",
+        dest="step",
+        action="append",
+        metavar="N[,N...]",
+        help="grade only these steps: --step 1,2 or --step 1 --step 2 (default: all)",
+    )
     p.add_argument(
         "--timeout",
         type=float,
@@ -99,7 +130,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="the instructor's visibility policy (TOML): which checks learners see, when, and "
         "whether their feedback shows expected and found",
     )
-    p.add_argument("--color", choices=["auto", "yes", "no"], default="auto")
+    p.add_argument(
+        "--color",
+        choices=["auto", "yes", "no"],
+        default="auto",
+        help="colour the summary: auto (on a terminal, unless NO_COLOR is set), yes, no",
+    )
 
     p = sub.add_parser("gradescope", help="the Gradescope autograder: build its bundle, run it")
     gs = p.add_subparsers(dest="gradescope_command", required=True, parser_class=_Parser)
@@ -113,7 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="the grade's hard deadline in run_autograder (default: 480, below Gradescope's "
         "10-minute limit)",
     )
-    b.add_argument("--lang", help="feedback language (default: zh)")
+    b.add_argument(
+        "--lang", help="feedback language (default: $GPUSHARE_LANG, else the lab's default_lang)"
+    )
     b.add_argument(
         "--sandbox",
         choices=["auto", "require"],
@@ -139,7 +177,11 @@ def _add_class(sub: argparse._SubParsersAction[_Parser]) -> None:
             default=0,
             help="base seed of the unseen cases, mixed with each snapshot's hash (default 0)",
         )
-        q.add_argument("--lang", help="language of feedback and report (default: zh)")
+        q.add_argument(
+            "--lang",
+            help="language of feedback and report (default: $GPUSHARE_LANG, else the "
+            "locale's, else English)",
+        )
         q.add_argument(
             "--timeout",
             type=float,
@@ -308,6 +350,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from gpushare.grading import capture  # lazy: 17 ms (snapshots, YAML)
 
         return capture.run_cli(args)
+    if args.command == "submit":
+        from gpushare.grading import submit  # lazy: as snapshot's
+
+        return submit.run_cli(args)
     if args.command == "class" and args.class_command == "export":
         from gpushare.lms import export  # lazy: the LMS's import files, only when asked
 
@@ -356,6 +402,11 @@ def _dispatch(args: argparse.Namespace) -> int:
             print(f"lab {cluster_name(args.cluster)} reset to its fresh state")
             return EXIT_OK
         if args.command == "env":
+            name = cluster_name(args.cluster)
+            if not cluster.Lab(name).exists():  # the lines would point at nothing: say so
+                from gpushare.lab import existing
+
+                print(f"gpushare: warning: {existing.not_up(name, None)}", file=sys.stderr)
             print("\n".join(cluster.env_lines(args.cluster)))
             return EXIT_OK
         if args.command == "status":
@@ -401,12 +452,12 @@ def _solve(args: argparse.Namespace) -> int:
 
     workdir = Path(args.workdir).expanduser() if args.workdir else default_workdir()
     try:
-        steps = [int(s) for s in args.steps.split(",")] if args.steps else None
+        steps = sorted(grade.parse_steps(args.steps)) or None
     except ValueError:
         steps = [0]
     known = sorted({c.meta["step"] for c in runner.load_checks(graders_dir())})
     if steps and not set(steps) <= set(known):
-        return _fail(f"--steps takes comma-separated step numbers of {known}")
+        return _fail(f"--step takes step numbers of {known}, as 1,2 or repeated")
     # --kubeconfig, else $KUBECONFIG (kubectl merges the list itself), else the lab
     target = kube_config.resolve(args.kubeconfig, None, args.cluster)
     kubeconfig = None if target.is_lab else target.kubeconfig

@@ -209,6 +209,24 @@ def _summary(t: _Words, rows: list[Row], graded: list[Row], errors: list[Row]) -
 
 # --------------------------------------------------------------------------- plots
 
+# The charts' text, as their SVG names it (text stays text): Latin first, then the CJK faces
+# of Linux (Noto/Source Han, what fonts-noto-cjk installs), macOS and Windows, so a zh or ko
+# report's labels find a face with their glyphs on any of them rather than showing boxes on a
+# machine whose browser falls back to no CJK font. DejaVu Sans, first, is matplotlib's own and
+# measures the layout.
+CHART_FONTS = (
+    "DejaVu Sans",
+    "Noto Sans CJK SC",
+    "Noto Sans CJK KR",
+    "Source Han Sans SC",
+    "Source Han Sans KR",
+    "PingFang SC",
+    "Apple SD Gothic Neo",
+    "Microsoft YaHei",
+    "Malgun Gothic",
+    "sans-serif",
+)
+
 
 def _new_figure(width: float, height: float) -> Figure:
     """A figure for one plot, set up for SVG: text as text, stable ids (and no date: :func:`_svg`).
@@ -222,6 +240,8 @@ def _new_figure(width: float, height: float) -> Figure:
     matplotlib.rcParams.update(
         {
             "svg.fonttype": "none",
+            "font.family": ["sans-serif"],
+            "font.sans-serif": list(CHART_FONTS),
             "svg.hashsalt": "gpushare-class",
             "font.size": 9,
             "axes.spines.top": False,

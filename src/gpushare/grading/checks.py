@@ -15,6 +15,10 @@ from typing import NoReturn, ParamSpec, TypedDict, TypeVar
 
 from gpushare.reports.messages import T as T  # re-exported: graders write T(...) too
 
+# The cause of every failure of a learner's file when the work dir itself is missing: the
+# report says that once, first, with how to name another (``--workdir``, ``WORKDIR=``)
+WORKDIR_ABSENT = "workdir:absent"
+
 P = ParamSpec("P")
 R = TypeVar("R")
 
