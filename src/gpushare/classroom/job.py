@@ -11,7 +11,7 @@ The procedure, in order, each step waiting for the one before (:func:`procedure`
    :data:`READY_WAIT`), then runs ``class grade --expect N``, which refuses (exit 2) a folder
    that does not hold exactly the N snapshots the script counted; exit 2 fails the index at
    once (``podFailurePolicy``), anything else is retried once (``backoffLimitPerIndex``);
-4. the merge, a Job of one pod with a writable ``/tmp`` (matplotlib's cache);
+4. the merge, a Job of one pod with a writable ``/tmp``;
 5. a retriever pod that mounts the results read-only; the script streams ``class/`` out
    (grades.csv, report.html and every learner's results) and deletes the pod.
 
@@ -252,7 +252,7 @@ def _helper_pod(
 
 def merge_job(args: argparse.Namespace, meta: JsonObject) -> JsonObject:
     """``class merge`` of every shard, named one by one (a missing shard is an error, not a
-    smaller class), with the writable ``/tmp`` and ``MPLCONFIGDIR`` matplotlib needs."""
+    smaller class), with a writable ``/tmp`` and ``HOME`` there (Python's own temporary files)."""
     memory = args.memory
     command = [
         "gpushare",
@@ -268,7 +268,6 @@ def merge_job(args: argparse.Namespace, meta: JsonObject) -> JsonObject:
             "image": args.image,
             "command": command,
             "env": [
-                {"name": "MPLCONFIGDIR", "value": "/tmp/matplotlib"},
                 {"name": "HOME", "value": "/tmp"},
                 {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
             ],
