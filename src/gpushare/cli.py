@@ -1,4 +1,4 @@
-"""The ``gpushare`` command: lab lifecycle, grading and the reference solution.
+"""The gpushare command: lab lifecycle, grading and the reference solution.
 
 Usage errors and known failures end with one clear line on stderr and exit status 2, never a
 traceback. The modules of the lab's lifecycle, of ``solve``, of capture and of the Gradescope
@@ -36,12 +36,44 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_ERROR)
 
 
+class _Version(argparse.Action):
+    """``--version``: the installed distribution's version (its metadata, what pip and an image
+    tag see), read only when asked: importing importlib.metadata costs every other command."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> NoReturn:
+        print(f"gpushare {version()}")
+        raise SystemExit(EXIT_OK)
+
+
+def version() -> str:
+    """The version in the package's metadata; the source's own when it runs uninstalled (a
+    checkout on ``PYTHONPATH``)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("gpushare")
+    except metadata.PackageNotFoundError:
+        from gpushare import __version__
+
+        return __version__
+
+
 def _add_cluster(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cluster", **dict(grade.SHARED_OPTIONS)["--cluster"])  # as grade says it
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="gpushare", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("setup", help="find or build the pinned control-plane binaries")
