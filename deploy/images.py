@@ -14,7 +14,7 @@ and ``podman import`` makes it an image. On it:
 
 Then, each a step of its own (``--steps``), all in containers:
 
-* ``class``: a class of snapshots graded by the pods of the Job that ``gpushare class job``
+* ``class``: a class of snapshots graded by the pods of the Job that ``deploy/job.py``
   prints, each run by podman with that pod's exact command and security context
   (``deploy/pod.py`` translates it field by field), merged, and ``grades.csv`` compared byte
   for byte with a host run;
@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import contextlib
+import io
 import json
 import os
 import re
@@ -53,9 +54,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "deploy"), str(ROOT)]
+sys.path[:0] = [str(ROOT)]
 
-import pod  # noqa: E402  (deploy/pod.py)
+from deploy import job, pod  # noqa: E402  (deploy/job.py, deploy/pod.py)
 
 BUILD = ROOT / "build" / "images"
 VENV_BIN = ROOT / ".venv" / "bin"
@@ -77,8 +78,6 @@ runtime = "runc"
 # the pods of the class procedure, which share volumes: one host uid range for all (deploy/pod.py
 # says why), outside the "containers" range below that --userns=auto takes from
 USERNS_RANGE = (1_000_000_000, 65536)
-# the loader of `class job` (step 2 of its procedure) marks the snapshots complete with this
-READY_MARKER = ".gpushare-ready"
 # --userns=auto (hostUsers: false) takes uid ranges from the "containers" user's subordinate ids
 SUBID_LINE = "containers:2147483647:2147483648"
 
@@ -294,16 +293,13 @@ def make_class(out: Path) -> list[Path]:
 
 
 def printed_job(image: str, shards: int, expect: int) -> list[dict[str, Any]]:
-    """The objects ``gpushare class job`` prints, parsed from its very output (the bash
-    procedure's ``<<'YAML'`` here-documents). ``--expect`` is given where ``class job`` knows
-    it."""
-
-    base = ["class", "job", "--image", image, "--shards", str(shards)]
-    done = gpushare(*base, "--expect", str(expect), check=False, capture_output=True)
-    if done.returncode == 2 and "--expect" in done.stderr:  # a class job without --expect
-        done = gpushare(*base, capture_output=True)
-    done.check_returncode()
-    return [o for block in pod.printed_objects(done.stdout) for o in block]
+    """The objects deploy/job.py prints, parsed from its very output (the bash procedure's
+    ``<<'YAML'`` here-documents)."""
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text):
+        code = job.main(["--image", image, "--shards", str(shards), "--expect", str(expect)])
+    check(code == 0, f"deploy/job.py prints the procedure (exit {code})")
+    return [o for block in pod.printed_objects(text.getvalue()) for o in block]
 
 
 def shared_grade_args(command: list[str]) -> list[str]:
@@ -374,7 +370,7 @@ def step_class(args: argparse.Namespace) -> None:
     subs.mkdir()
     snaps = make_class(subs)
     figures["class size"] = len(snaps)
-    (subs / READY_MARKER).touch()  # what the loader of `class job` does once all are in
+    (subs / job.READY).touch()  # what the procedure's loader does once all are in
     objects = printed_job(args.grade, args.shards, len(snaps))
     spec = pod.pod_spec(objects)
     command = spec["containers"][0]["command"]
@@ -521,7 +517,7 @@ def step_sandbox(args: argparse.Namespace) -> None:
         path.chmod(0o755 if path.is_dir() else 0o644)
     write_no_userns_profile(work / "seccomp-no-userns.json")
     shutil.copy(ROOT / "deploy" / "seccomp-bwrap.json", work / "seccomp-bwrap.json")
-    (subs / READY_MARKER).touch()
+    (subs / job.READY).touch()
     objects = printed_job(args.grade, 1, 1)
     spec = pod.pod_spec(objects)
     causes = [v for v in vars(diagnose).values() if isinstance(v, diagnose.Cause)]

@@ -1,8 +1,8 @@
-"""A pod of the Job that ``gpushare class job`` prints, as a ``podman run`` command line.
+"""A pod of the Job that ``deploy/job.py`` prints, as a ``podman run`` command line.
 
 There is no cluster that runs containers here (kwok runs none), so ``make images`` runs each
 pod of the printed Job with podman, translated field by field from the very manifest
-(:func:`gpushare.classroom.job.manifests`), never from a second copy of the settings:
+(:func:`deploy.job.manifests`), never from a second copy of the settings:
 
 =====================================================  =============================================
 pod field                                              podman
@@ -36,7 +36,7 @@ SETTINGS = ("hostUsers", "procMount", "seccompProfile", "appArmorProfile")
 
 
 def printed_objects(script: str) -> list[list[dict[str, Any]]]:
-    """The objects of each ``kubectl apply`` in the procedure ``gpushare class job`` prints, in
+    """The objects of each ``kubectl apply`` in the procedure ``deploy/job.py`` prints, in
     order: its ``<<'YAML'`` here-documents (read from the printed text, for ``make images`` and
     the tests, never from a second copy of it)."""
     blocks = re.findall(r"<<'YAML'\n(.*?)\nYAML\n", script, re.S)

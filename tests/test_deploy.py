@@ -3,21 +3,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
+import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
-
-from gpushare.classroom import job
+from deploy import job, pod
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("deploy_pod", ROOT / "deploy" / "pod.py")
-assert _spec is not None and _spec.loader is not None
-pod = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(pod)
 
 VOLUMES = {"snapshots": "/h/subs", "results": "/h/results", "tmp": "/h/tmp"}
 
@@ -248,3 +245,74 @@ def test_the_cluster_takes_the_pod_settings_at_the_pod_security_level_the_readme
     finally:
         for level in levels:
             kubectl(lab, "delete", "namespace", f"{base}-{level}", "--wait=false", check=False)
+
+
+def _through_the_first_job(script: str) -> str:
+    """The printed script as printed, up to the apply of its first Job (the grading one), less
+    the loader's streaming: ``kubectl exec`` and a Ready pod need a kubelet, and kwok runs no
+    container. Every other line (the count, the namespace, its wait, the claims, the loader's
+    and the Job's applies, the leftovers' deletes) runs as printed."""
+    preamble, *sections = script.split("\n\n# ")
+    kept = [preamble]
+    for section in sections:
+        lines = section.split("\n")
+        if lines[0].startswith(("2. ", "3. ")):  # the loader's and the Job's: to their YAML
+            lines = lines[: lines.index(job.HEREDOC, 1) + 1]
+        kept.append("\n".join(lines))
+        if lines[0].startswith("3. "):
+            break
+    return "\n\n# ".join(kept) + "\n"
+
+
+def test_the_printed_script_creates_its_namespace_and_runs_again_on_a_fresh_cluster(lab, tmp_path):
+    """On a cluster without the namespace, the printed procedure creates it at the Pod Security
+    level it prints, and the apiserver accepts every object through the grading Job, whose pods
+    its admission lets the Job controller create; run a second time, it passes again."""
+    from gpushare.lab import binaries
+    from tests.helpers import kubectl
+
+    ns = f"fresh-{os.getpid()}"
+    assert kubectl(lab, "get", "namespace", ns, check=False).returncode != 0
+    proc = subprocess.run(
+        [sys.executable, "-m", "deploy.job", "--image", "registry.example/gpushare-grade:0.1.0",
+         "--shards", "2", "--expect", "1", "--namespace", ns],
+        capture_output=True, text=True, cwd=ROOT, timeout=60, check=True,
+    )  # fmt: skip
+    script = tmp_path / "class-job.sh"
+    script.write_text(_through_the_first_job(proc.stdout))
+    assert "wait_job gpushare-class" not in script.read_text()
+    assert "kind: Job" in script.read_text() and "k exec" not in script.read_text()
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    shutil.copy2(ROOT / "examples" / "reference.gpushare.tgz", subs)
+    env = {
+        **os.environ,
+        "KUBECTL": str(binaries.find("kubectl")),
+        "KUBECONFIG": str(lab.kubeconfig),
+    }
+    try:
+        for run in ("first", "again"):
+            done = subprocess.run(
+                ["bash", str(script), str(subs)], capture_output=True, text=True, env=env,
+                timeout=180,
+            )  # fmt: skip
+            assert done.returncode == 0, (run, done.stdout, done.stderr)
+            assert "job.batch/gpushare-class created" in done.stdout, (run, done.stdout)
+            made = json.loads(kubectl(lab, "get", "namespace", ns, "-o", "json").stdout)
+            labels = made["metadata"]["labels"]
+            assert labels["pod-security.kubernetes.io/enforce"] == "privileged"
+            # the Job controller's pods, admitted by Pod Security at the namespace's level
+            deadline = time.monotonic() + 60
+            while True:
+                pods = json.loads(
+                    kubectl(lab, "get", "pods", "-n", ns, "-l", "job-name=gpushare-class",
+                            "-o", "json").stdout
+                )["items"]  # fmt: skip
+                if len(pods) == 2:
+                    break
+                events = kubectl(lab, "get", "events", "-n", ns, check=False).stdout
+                assert time.monotonic() < deadline, f"no grading pods after 60 s:\n{events}"
+                time.sleep(0.5)
+            assert "pod/gpushare-class-loader created" in done.stdout
+    finally:
+        kubectl(lab, "delete", "namespace", ns, "--wait=false", check=False)
