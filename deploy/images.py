@@ -21,8 +21,9 @@ Then, each a step of its own (``--steps``), all in containers:
 * ``sandbox``: the same pod with one setting removed at a time: bubblewrap must fail and the
   refusal must name the cause and the setting (``gpushare.sandbox.diagnose``); and with a
   ``Localhost`` seccomp profile (``deploy/seccomp-bwrap.json``) instead of ``Unconfined``;
-* ``lab``: the lab image's smoke test: ``make up``, the learner's kubectl, solve, ``make
-  grade`` at 100, ``make submit``, and that snapshot graded 100 on the host.
+* ``lab``: the lab image's smoke test: ``make up``, the learner's kubectl, the reference
+  solution (mounted for the test: the image holds none), ``make grade`` at 100, ``make
+  submit``, and that snapshot graded 100 on the host.
 
 Podman here needs two settings that are given in a ``containers.conf`` of our own (through
 ``CONTAINERS_CONF``, nothing global is changed): explicit rlimits (podman's defaults need
@@ -275,6 +276,17 @@ def step_lab_image(args: argparse.Namespace) -> None:
             str(ROOT),
         )
     figures["lab image size"] = image_size(args.lab)
+    # the answer key is not in the learner's pod, nor a way to make it
+    found = podman(
+        "run", "--rm", args.lab, "bash", "-c",
+        "cd /opt/gpushare && ls -d solutions 2>&1; find / -xdev -name solve.sh 2>/dev/null; "
+        "make -n solve 2>&1 | tail -1",
+        check=False, capture_output=True,
+    ).stdout  # fmt: skip
+    check(
+        "No such file" in found and "solve.sh" not in found and "No rule" in found,
+        f"the lab image has no solutions/, no solve.sh and no `make solve` ({found.strip()!r})",
+    )
 
 
 def make_class(out: Path) -> list[Path]:
@@ -595,6 +607,9 @@ def step_lab(args: argparse.Namespace) -> None:
         name,
         "-v",
         f"{work}:/handin",
+        # the reference solution for this smoke test only: the image holds none
+        "-v",
+        f"{ROOT / 'solutions'}:/opt/solutions:ro",
         args.lab,
         "sleep",
         "3600",
@@ -620,8 +635,11 @@ def step_lab(args: argparse.Namespace) -> None:
             and nodes.stdout.split() == ["node/lab-node-0", "node/lab-node-1", "node/lab-node-2"],
             f"lab: the learner's kubectl lists the three nodes ({nodes.stdout.split()})",
         )
-        solve = sh("cd /opt/gpushare && make solve")
-        check(solve.returncode == 0, f"lab: make solve ({solve.stderr[-300:]!r})")
+        solve = sh(
+            "cd /opt/gpushare && GPUSHARE_SOLUTIONS=/opt/solutions gpushare solve "
+            "--workdir /root/gpushare"
+        )
+        check(solve.returncode == 0, f"lab: solve, mounted ({solve.stderr[-300:]!r})")
         grade = sh(
             "cd /opt/gpushare && make grade GRADE_ARGS='--lang en --json /tmp/r.json' "
             ">/dev/null && python3 -c \"import json; print(json.load(open('/tmp/r.json'))"

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import shutil
@@ -316,3 +317,82 @@ def test_the_printed_script_creates_its_namespace_and_runs_again_on_a_fresh_clus
             assert "pod/gpushare-class-loader created" in done.stdout
     finally:
         kubectl(lab, "delete", "namespace", ns, "--wait=false", check=False)
+
+
+# --- the images' build: what each Containerfile copies (no image built here) ----------------
+
+
+def _ignored(path: str, patterns: list[str]) -> bool:
+    """Whether ``.containerignore`` keeps ``path`` out of the build context (its patterns as
+    podman reads them: a folder's pattern holds what is under it, ``**/`` any depth)."""
+    parts = path.split("/")
+    prefixes = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+    for pattern in patterns:
+        if pattern.startswith("**/"):
+            if any(fnmatch.fnmatch(p, pattern[3:]) for p in parts):
+                return True
+        elif any(fnmatch.fnmatch(p, pattern.rstrip("/")) for p in prefixes):
+            return True
+    return False
+
+
+def _context() -> list[str]:
+    """The build context: the checkout's files less what ``.containerignore`` leaves out."""
+    lines = (ROOT / ".containerignore").read_text().splitlines()
+    patterns = [ln.strip() for ln in lines if ln.strip() and not ln.startswith("#")]
+    tracked = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    return [f for f in tracked if (ROOT / f).is_file() and not _ignored(f, patterns)]
+
+
+def _copied(containerfile: Path) -> list[str]:
+    """The files the image's last stage copies from the build context (``COPY`` without
+    ``--from``), their paths in the context."""
+    text = containerfile.read_text().replace("\\\n", " ")
+    last = text.split("\nFROM ")[-1]
+    sources = []
+    for line in last.splitlines():
+        words = line.split()
+        if words[:1] == ["COPY"] and not any(w.startswith("--from") for w in words):
+            sources += [w.rstrip("/") for w in words[1:-1] if not w.startswith("--")]
+    assert sources, f"no COPY read in {containerfile.name}"
+    context = _context()
+    # a source the context lacks (ignored, or never there) would fail the build
+    lacking = [s for s in sources if not any(f == s or f.startswith(f"{s}/") for f in context)]
+    assert lacking == [], f"{containerfile.name} copies what the build context has not"
+    return [f for f in _context() if any(f == s or f.startswith(f"{s}/") for s in sources)]
+
+
+def test_the_learners_image_holds_no_reference_solution_nor_a_way_to_make_it(tmp_path):
+    """The lab image's files, as its Containerfile copies them from the build context: no
+    solutions/, no file of it under another name, and the Makefile it ships has no ``solve``
+    target (which the checkout's has, beside its solutions/)."""
+    shipped = _copied(ROOT / "deploy" / "lab.Containerfile")
+    assert {"Makefile", "graders/lab.toml", "src/gpushare/cli.py"} <= set(shipped)
+    assert not [f for f in _context() if f.startswith("solutions/")]  # not even in the context
+    assert not [f for f in shipped if f.startswith(("solutions/", "tests/", "examples/"))]
+    answers = {
+        (ROOT / f).read_bytes()
+        for f in subprocess.run(
+            ["git", "ls-files", "solutions"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.split()
+    }
+    assert len(answers) >= 5
+    assert not [f for f in shipped if (ROOT / f).read_bytes() in answers]
+    # the image's tree of those files: `make solve` there has no rule
+    for f in shipped:
+        (tmp_path / f).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / f, tmp_path / f)
+    made = subprocess.run(["make", "-n", "solve"], cwd=tmp_path, capture_output=True, text=True)
+    assert made.returncode != 0 and "No rule to make target 'solve'" in made.stderr, made
+    shutil.copytree(ROOT / "solutions", tmp_path / "solutions")
+    made = subprocess.run(["make", "-n", "solve"], cwd=tmp_path, capture_output=True, text=True)
+    assert made.returncode == 0 and "gpushare solve --workdir" in made.stdout, made
+
+
+def test_the_grading_image_copies_no_solution_either():
+    shipped = _copied(ROOT / "Containerfile")
+    assert "graders/lab.toml" in shipped and "examples/reference.gpushare.tgz" in shipped
+    assert not [f for f in shipped if f.startswith("solutions/")]
