@@ -3,6 +3,7 @@
 Run from a checkout (where the images are built), with its venv::
 
     .venv/bin/python -m deploy.job --image IMAGE --shards N --expect M > class-job.sh
+    .venv/bin/python -m deploy.job --image IMAGE --podman    # one machine, no Kubernetes
 
 It lives here, not in the package: no learner, instructor or grading pod runs it, and the
 grading image need not carry it. The procedure, in order, each step waiting for the one before
@@ -57,6 +58,8 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from deploy import pod
+from gpushare import version
 from gpushare.data import JsonObject
 from gpushare.submissions.snapshot import SUFFIX
 
@@ -515,12 +518,71 @@ def _cores(cpu: str) -> int:
     return max(1, int(value))
 
 
+# --------------------------------------------------------------------------- without Kubernetes
+
+SUBS, OUT = "/subs", "/out"  # the one-line run's two folders, in the container
+
+
+def standalone_spec(args: argparse.Namespace) -> JsonObject:
+    """The grading pod of :func:`manifests` as one container on one machine: the same security
+    settings and limits (the very objects, not a copy of them), ``class grade SUBS --out OUT``
+    with the class's options and no shard, the snapshots read-only, a scratch ``/tmp``."""
+    (job,) = manifests(
+        image=args.image,
+        shards=1,
+        claims=False,
+        cpu=args.cpu,
+        memory=args.memory,
+        grade_args=grade_args(args, SUBS),
+        unsafe_no_sandbox=args.unsafe_no_sandbox,
+    )
+    spec: JsonObject = job["spec"]["template"]["spec"]
+    container = spec["containers"][0]
+    options = container["command"][container["command"].index("--shard") + 2 :]
+    container["args"] = ["gpushare", "class", "grade", SUBS, "--out", OUT, *options]
+    del container["command"]
+    container["env"] = [e for e in container["env"] if e["name"] != INDEX]
+    container["volumeMounts"] = [
+        {"name": "snapshots", "mountPath": SUBS, "readOnly": True},
+        {"name": "results", "mountPath": OUT},
+        {"name": "tmp", "mountPath": "/tmp"},
+    ]
+    spec.pop("initContainers")  # nothing to wait for: the folder is there
+    return spec
+
+
+def podman_line(args: argparse.Namespace) -> str:
+    """``podman run`` of :func:`standalone_spec` (translated by :func:`deploy.pod.run_args`,
+    as ``make images`` runs the Job's pods), the folders ``./subs`` and ``./out``."""
+    argv = pod.run_args(
+        standalone_spec(args),
+        index=0,
+        image=args.image,
+        volumes={"snapshots": "$PWD/subs", "results": "$PWD/out"},
+    )
+    words = ["podman", "run"]
+    for arg in argv:  # "$PWD" left to the operator's shell, everything else quoted
+        words.append(f'"{arg}"' if arg.startswith("$PWD/") else shlex.quote(arg))
+    return " ".join(words)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m deploy.job",
-        description="Print the procedure (bash) that grades a class of snapshots on Kubernetes.",
+        description="Print the procedure (bash) that grades a class of snapshots on Kubernetes, "
+        "or with --podman the one container run that grades it on one machine.",
     )
-    parser.add_argument("--image", help="the grading image (Containerfile)")
+    parser.add_argument(
+        "--podman",
+        action="store_true",
+        help="print one podman run instead: snapshots in ./subs, the class written to ./out "
+        "(mkdir out && chmod 777 out first: the container's user is none of this machine's)",
+    )
+    parser.add_argument(
+        "--image",
+        help="the grading image (Containerfile), tagged with the version; default with "
+        f"--podman: localhost/gpushare-grade:{version()}, what make images builds",
+    )
     parser.add_argument("--shards", type=int, metavar="N", help="pods, one shard each")
     parser.add_argument(
         "--expect",
@@ -584,6 +646,10 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    if args.podman:
+        args.image = args.image or f"localhost/gpushare-grade:{version()}"
+        print(podman_line(args))
+        return 0
     missing = [f"--{o}" for o in ("image", "shards", "expect") if getattr(args, o) is None]
     if missing:
         parser.error(f"the procedure needs {', '.join(missing)}")

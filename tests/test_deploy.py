@@ -6,6 +6,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from deploy import job, pod
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -152,10 +154,79 @@ def test_kubelet_expansion_of_commands():
 
 def test_what_cannot_be_translated_is_refused():
     spec = _spec_of()
-    with pytest.raises(ValueError, match="volume 'tmp'"):
-        pod.run_args(spec, index=0, image="img", volumes={"snapshots": "/a", "results": "/b"})
+    with pytest.raises(ValueError, match="volume 'results'"):
+        pod.run_args(spec, index=0, image="img", volumes={"snapshots": "/a", "tmp": "/b"})
     with pytest.raises(ValueError, match="unknown settings"):
         pod.run_args(spec, index=0, image="img", volumes=VOLUMES, drop={"privileged"})
+
+
+def test_an_empty_dir_without_a_host_folder_is_a_tmpfs_of_its_size():
+    args = pod.run_args(
+        _spec_of(), index=0, image="img", volumes={"snapshots": "/a", "results": "/b"}
+    )
+    at = args.index("--tmpfs")
+    assert args[at + 1] == "/tmp:rw,exec,nosuid,nodev,mode=1777,size=1g"
+
+
+def _podman(*extra: str) -> list[str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "deploy.job", "--podman", *extra],
+        capture_output=True, text=True, cwd=ROOT, timeout=60, check=True,
+    )  # fmt: skip
+    assert done.stdout.count("\n") == 1 and done.stderr == ""  # one line
+    return shlex.split(done.stdout)
+
+
+def _flags(argv: list[str], image: str) -> list[str]:
+    """The security and resource flags of a ``podman run`` (before the image): its folders
+    (``-v``, ``--tmpfs``) and environment (``-e``) left out, which differ by design."""
+    words = argv[: argv.index(image)]
+    out, skip = [], False
+    for word in words:
+        if skip:
+            skip = False
+        elif word in ("-v", "--tmpfs", "-e", "--entrypoint"):
+            skip = True
+        else:
+            out.append(word)
+    return out
+
+
+def test_the_one_line_run_has_exactly_the_grading_pods_settings():
+    """The podman line for a machine without Kubernetes: the Job's grading pod as
+    deploy/pod.py translates it for make images, less only its shard and its claims."""
+    image = "registry.example/gpushare-grade:0.1.0"
+    line = _podman("--image", image, "--expect", "30", "--lang", "en")
+    assert line[:3] == ["podman", "run", "--rm"]
+    pods = pod.run_args(
+        pod.pod_spec(job.manifests(image=image, shards=1, grade_args=["--expect", "30"])),
+        index=0, image=image, volumes=VOLUMES,
+    )  # fmt: skip
+    assert _flags(line[2:], image) == _flags(pods, image)
+    for needed in ("--userns=auto", "unmask=ALL", "seccomp=unconfined", "--cap-drop=all"):
+        assert needed in " ".join(line), needed
+    # the volumes: the snapshots read-only, the class written, a scratch /tmp
+    assert "$PWD/subs:/subs:ro" in line and "$PWD/out:/out" in line
+    assert line[line.index("--tmpfs") + 1].startswith("/tmp:rw,exec")
+    # the image's own entrypoint-less CMD replaced by the grade itself
+    assert line[line.index(image) + 1 :] == [
+        "gpushare", "class", "grade", "/subs", "--out", "/out", "--expect", "30",
+        "--seed", "0", "--timeout", "60", "--jobs", "2", "--lang", "en",
+    ]  # fmt: skip
+    # the shell expands $PWD: the printed words are quoted for it
+    assert '"$PWD/subs:/subs:ro"' in subprocess.run(
+        [sys.executable, "-m", "deploy.job", "--podman"], capture_output=True, text=True,
+        cwd=ROOT, check=True,
+    ).stdout  # fmt: skip
+
+
+def test_the_one_line_run_defaults_to_the_image_make_images_tags_with_the_version():
+    from gpushare import version
+
+    line = _podman()
+    assert f"localhost/gpushare-grade:{version()}" in line
+    sandboxless = _podman("--unsafe-no-sandbox")
+    assert "--userns=auto" not in sandboxless and "--unsafe-no-sandbox" in sandboxless
 
 
 def test_the_shipped_seccomp_profile_allows_what_bwrap_needs():
@@ -315,6 +386,12 @@ def test_the_printed_script_creates_its_namespace_and_runs_again_on_a_fresh_clus
                 assert time.monotonic() < deadline, f"no grading pods after 60 s:\n{events}"
                 time.sleep(0.5)
             assert "pod/gpushare-class-loader created" in done.stdout
+        # the learners' lab pod: admitted at the level the namespace has
+        admitted = kubectl(
+            lab, "create", "--dry-run=server", "-n", ns, "-f", "-",
+            input=json.dumps(lab_pod()), check=False,
+        )  # fmt: skip
+        assert admitted.returncode == 0, admitted.stderr
     finally:
         kubectl(lab, "delete", "namespace", ns, "--wait=false", check=False)
 
@@ -396,3 +473,25 @@ def test_the_grading_image_copies_no_solution_either():
     shipped = _copied(ROOT / "Containerfile")
     assert "graders/lab.toml" in shipped and "examples/reference.gpushare.tgz" in shipped
     assert not [f for f in shipped if f.startswith("solutions/")]
+
+
+def lab_pod(learner: str = "ada", version: str = "0.1.0") -> dict:
+    """deploy/lab-pod.yaml filled in as its own comment says (sed of LEARNER_ID, VERSION)."""
+    text = (ROOT / "deploy" / "lab-pod.yaml").read_text()
+    return yaml.safe_load(text.replace("LEARNER_ID", learner).replace("VERSION", version))
+
+
+def test_the_lab_pod_has_the_sandboxs_settings_and_no_way_into_the_cluster():
+    made = lab_pod()
+    spec = made["spec"]
+    (lab,) = spec["containers"]
+    grading = pod.pod_spec(job.manifests(image="img", shards=1))
+    needs = grading["containers"][0]["securityContext"]
+    assert spec["hostUsers"] is grading["hostUsers"] is False
+    for key in ("procMount", "seccompProfile", "appArmorProfile"):
+        assert lab["securityContext"][key] == needs[key], key
+    assert spec["automountServiceAccountToken"] is False
+    assert made["metadata"]["name"] == "lab-ada"
+    assert {"name": "GPUSHARE_LEARNER", "value": "ada"} in lab["env"]
+    assert lab["image"].endswith(":0.1.0") and "VERSION" not in json.dumps(made)
+    assert [m["mountPath"] for m in lab["volumeMounts"]] == ["/root/gpushare"]
