@@ -58,6 +58,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT)]
 
 from deploy import job, pod  # noqa: E402  (deploy/job.py, deploy/pod.py)
+from gpushare import version  # noqa: E402
+
+VERSION = version()  # each image's tag and label: `gpushare --version`
 
 BUILD = ROOT / "build" / "images"
 VENV_BIN = ROOT / ".venv" / "bin"
@@ -218,6 +221,8 @@ def step_grade_image(args: argparse.Namespace) -> None:
             *build_mounts(args),
             "--build-arg",
             f"BASE={args.base}",
+            "--build-arg",
+            f"VERSION={VERSION}",
             "-t",
             args.grade,
             "-f",
@@ -225,6 +230,10 @@ def step_grade_image(args: argparse.Namespace) -> None:
             str(ROOT),
         )
     figures["grading image size"] = image_size(args.grade)
+    check(
+        version_label(args.grade) == VERSION,
+        f"the grading image's version label is {VERSION} ({version_label(args.grade)!r})",
+    )
     listed = podman(
         "run", "--rm", args.grade, "pip", "list", "--format", "freeze", capture_output=True
     ).stdout
@@ -241,6 +250,15 @@ def step_grade_image(args: argparse.Namespace) -> None:
         f"missing: {sorted(locked - installed)})",
     )
     check("kubernetes" not in installed, "the grading image has no `kubernetes` package")
+
+
+def version_label(image: str) -> str:
+    """The ``org.opencontainers.image.version`` label of a built image."""
+    return podman(
+        "image", "inspect", "--format",
+        '{{index .Labels "org.opencontainers.image.version"}}', image,
+        capture_output=True,
+    ).stdout.strip()  # fmt: skip
 
 
 def go_env(name: str) -> str:
@@ -261,7 +279,7 @@ def step_lab_image(args: argparse.Namespace) -> None:
         "-v",
         f"{gocache}:/root/.cache/go-build",
     ]
-    build_args = ["--build-arg", f"BASE={args.base}"]
+    build_args = ["--build-arg", f"BASE={args.base}", "--build-arg", f"VERSION={VERSION}"]
     for name in ("GOPROXY", "GOSUMDB", "GONOSUMDB", "GOPRIVATE"):
         build_args += ["--build-arg", f"{name}={go_env(name)}"]
     with timed("lab image build (s)"):
@@ -276,6 +294,8 @@ def step_lab_image(args: argparse.Namespace) -> None:
             str(ROOT),
         )
     figures["lab image size"] = image_size(args.lab)
+    label = version_label(args.lab)
+    check(label == VERSION, f"the lab image's version label is {VERSION} ({label!r})")
     # the answer key is not in the learner's pod, nor a way to make it
     found = podman(
         "run", "--rm", args.lab, "bash", "-c",
@@ -693,7 +713,8 @@ STEPS = {
 }
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """The options of ``make images`` (``IMAGES_ARGS``); each image tagged with the version."""
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -703,8 +724,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         help=f"comma-separated, in this order: {','.join(STEPS)}",
     )
     parser.add_argument("--base", default="localhost/gpushare-base:bookworm")
-    parser.add_argument("--grade", default="localhost/gpushare-grade:dev")
-    parser.add_argument("--lab", default="localhost/gpushare-lab:dev")
+    parser.add_argument("--grade", default=f"localhost/gpushare-grade:{VERSION}")
+    parser.add_argument("--lab", default=f"localhost/gpushare-lab:{VERSION}")
     parser.add_argument("--suite", default="bookworm")
     parser.add_argument("--mirror", default="http://deb.debian.org/debian")
     parser.add_argument("--lock", default="requirements/grade.lock")
@@ -712,7 +733,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--no-cache", action="store_true", help="build every layer again (for build times)"
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     steps = [s.strip() for s in args.steps.split(",") if s.strip()]
     unknown = [s for s in steps if s not in STEPS]
     if unknown:

@@ -475,6 +475,24 @@ def test_the_grading_image_copies_no_solution_either():
     assert not [f for f in shipped if f.startswith("solutions/")]
 
 
+def test_make_images_tags_each_image_with_the_version():
+    from deploy import images
+
+    from gpushare import version
+
+    args = images.parser().parse_args([])
+    assert args.grade == f"localhost/gpushare-grade:{version()}"
+    assert args.lab == f"localhost/gpushare-lab:{version()}"
+
+
+def test_each_image_carries_the_version_in_its_label():
+    """What ``make images`` builds is labelled with the version its tag carries (images.py
+    passes ``--build-arg VERSION``, tags ``...:VERSION``; checked on the built lab image)."""
+    for containerfile in (ROOT / "Containerfile", ROOT / "deploy" / "lab.Containerfile"):
+        last = containerfile.read_text().split("\nFROM ")[-1]
+        assert "ARG VERSION" in last and "org.opencontainers.image.version=$VERSION" in last
+
+
 def lab_pod(learner: str = "ada", version: str = "0.1.0") -> dict:
     """deploy/lab-pod.yaml filled in as its own comment says (sed of LEARNER_ID, VERSION)."""
     text = (ROOT / "deploy" / "lab-pod.yaml").read_text()
