@@ -318,7 +318,7 @@ class Step:
 
 
 def procedure(args: argparse.Namespace) -> list[Step]:
-    """The whole procedure of ``class job``'s options: the objects of :func:`manifests`, then
+    """The whole procedure of the command's options: the objects of :func:`manifests`, then
     the pods and commands around them."""
     objects = manifests(
         image=args.image,
