@@ -28,6 +28,7 @@ LAB: dict[str, str] = {
     "pytest.ini": "[pytest]\naddopts = -p no:cacheprovider\n",
     "graders/lab.toml": textwrap.dedent(
         """\
+        default_lang = "zh"
         [nodes]
         names = ["tiny-node"]
         capacity = { cpu = "4", memory = "8Gi", pods = "10" }

@@ -152,8 +152,9 @@ def bundle(
         raise BundleError(f"--timeout {timeout:g}: give seconds below Gradescope's 600")
     if sandbox not in ("auto", "require"):
         raise BundleError(f"--sandbox {sandbox}: auto or require")
-    # --lang, else GPUSHARE_LANG, else zh: written out, never the builder's locale, nor null
-    chosen = lang or os.environ.get("GPUSHARE_LANG") or messages.DEFAULT_LANG
+    # --lang, else GPUSHARE_LANG, else the lab's default: written out, never the builder's
+    # locale, nor null
+    chosen = lang or os.environ.get("GPUSHARE_LANG") or messages.default_lang()
     try:
         lang = messages.resolve_lang(chosen)
     except ValueError as exc:
@@ -306,7 +307,7 @@ def run(root: Path) -> int:
     try:
         lang = messages.resolve_lang(settings["lang"])
     except ValueError:
-        lang = messages.DEFAULT_LANG
+        lang = messages.default_lang()
     # the uid level: none of ours readable by the runs
     levels.protect_at_uid([root / "source", root / "results", root / "submission", root])
     upload, problem, params = find_upload(root / "submission")

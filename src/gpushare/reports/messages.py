@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
 from gpushare.data import Json
+from gpushare.lab import definition
 from gpushare.locations import graders_dir
 
 if TYPE_CHECKING:
@@ -65,15 +66,22 @@ Catalog = TypedDict(
 )
 
 CATALOGS = Path(__file__).with_name("messages")
-DEFAULT_LANG = "zh"
 REFERENCE = "en"  # the catalog every other language must be complete against
+
+
+def default_lang() -> str:
+    """The lab's language when the learner names none (``lab.toml`` ``default_lang``); the
+    reference where there is no lab (every lab has it complete)."""
+    lab = definition.found()
+    return lab.default_lang if lab else REFERENCE
 
 
 def langs() -> tuple[str, ...]:
     """The languages offered, the default first, then by name: every language with a catalog
     file (the engine's or the lab's in use) whose catalog is complete."""
     offered = [lang for lang in found() if not gaps(lang)]
-    return tuple(sorted(offered, key=lambda lang: (lang != DEFAULT_LANG, lang)))
+    first = default_lang()
+    return tuple(sorted(offered, key=lambda lang: (lang != first, lang)))
 
 
 def found() -> frozenset[str]:
@@ -88,7 +96,8 @@ def gaps(lang: str) -> list[str]:
 
 
 def resolve_lang(option: str | None) -> str:
-    """``--lang``, else ``GPUSHARE_LANG``, else the locale (LC_ALL, LC_MESSAGES, LANG), else zh."""
+    """``--lang``, else ``GPUSHARE_LANG``, else the locale (LC_ALL, LC_MESSAGES, LANG), else the
+    lab's default language."""
     for value in (option, os.environ.get("GPUSHARE_LANG")):
         if value:
             lang = value.strip().lower()[:2]
@@ -99,8 +108,8 @@ def resolve_lang(option: str | None) -> str:
         value = os.environ.get(var, "")
         if value and value not in ("C", "POSIX") and not value.startswith("C."):
             lang = value.lower()[:2]
-            return lang if lang in found() and not gaps(lang) else DEFAULT_LANG
-    return DEFAULT_LANG
+            return lang if lang in found() and not gaps(lang) else default_lang()
+    return default_lang()
 
 
 def _unknown(value: str, lang: str) -> str:
