@@ -73,9 +73,11 @@ test-fast: install
 		-q -n 2 \
 		--ignore=tests/test_sandbox.py --ignore=tests/test_isolation.py
 
-# re-record the fast tier's lab states and the demo's examples from a real lab
+# re-record the fast tier's lab states and the demo's examples from a real lab, then the
+# 47-learner class fixture of the LMS exports (tests/data/class-47.tgz) from those states
 record: setup
 	$(BIN)/python -m tests.record_states
+	$(BIN)/python -m tests.record_class
 
 # the product in a minute, on a fresh machine (no control-plane build): two bundled
 # submissions graded as their learners would see them (our own examples: no sandbox needed)
