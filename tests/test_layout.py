@@ -2,10 +2,11 @@
 
 Rooms, lowest first: the base modules (``locations``, ``versions``, ``precompile``, ``data``),
 ``kube`` (talking to a Kubernetes API), ``lab`` (the lab cluster's lifecycle), ``sandbox``,
-``reports``, ``submissions``, ``grading``, ``lab_api`` (what a lab may use), then ``classroom``
-and ``lms``, then ``cli``. A module may import its own room and the rooms below it, never one
-above (imports made only for type checkers, under ``if TYPE_CHECKING:``, do not count: they
-never run). A lab's graders import ``gpushare.lab_api`` and nothing else of the engine.
+``reports``, ``submissions``, ``grading``, ``lab_api`` (what a lab may use), ``labkit`` (the
+gates a lab's tests call), then ``classroom`` and ``lms``, then ``cli``. A module may import
+its own room and the rooms below it, never one above (imports made only for type checkers,
+under ``if TYPE_CHECKING:``, do not count: they never run). A lab's graders import
+``gpushare.lab_api`` and nothing else of the engine.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from gpushare import lab_api
 from tests.helpers import ROOT
 
 PACKAGE = Path(gpushare.__file__).parent
-ORDER = ["", "kube", "lab", "sandbox", "reports", "submissions", "grading", "lab_api"]
+ORDER = ["", "kube", "lab", "sandbox", "reports", "submissions", "grading", "lab_api", "labkit"]
 ORDER += ["classroom", "lms", "cli"]
 
 
@@ -76,9 +77,9 @@ def test_every_room_says_what_it_is():
 
 def test_the_rooms_are_the_ones_listed():
     subpackages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
-    assert subpackages == set(ORDER) - {"", "lab_api", "cli"}
+    assert subpackages == set(ORDER) - {"", "lab_api", "labkit", "cli"}
     flat = {p.stem for p in PACKAGE.glob("*.py")} - {"__init__", "__main__"}
-    assert flat == {"cli", "data", "lab_api", "locations", "precompile", "versions"}, (
+    assert flat == {"cli", "data", "lab_api", "labkit", "locations", "precompile", "versions"}, (
         "a module outside the rooms"
     )
 
