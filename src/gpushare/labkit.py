@@ -14,7 +14,8 @@ A lab proves its checks with three gates:
 
 :meth:`Kit.record` makes the recordings on a live lab of its own: the fresh lab, the reference
 solution (the lab's ``solutions/solve.sh``) and each :class:`Mutant` on top of it, each captured
-as a learner's ``snapshot`` would. A lab's test file needs a few lines::
+as a learner's ``snapshot`` would; a cluster mutant changes the lab with :func:`kubectl`.
+A lab's test file needs a few lines (``examples/labs/rbac/tests/test_gates.py``)::
 
     KIT = labkit.Kit(Path(__file__).parents[1])
     def test_gates():
@@ -28,13 +29,14 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from gpushare.grading import capture, grade, runner
-from gpushare.lab import cluster, solve
+from gpushare.lab import binaries, cluster, solve
 from gpushare.reports.results import Report
 from gpushare.sandbox import isolation
 
@@ -52,6 +54,19 @@ class Mutant:
     fails: frozenset[str]
     files: Callable[[Path], None] | None = None
     cluster: Callable[[cluster.Lab, Path], None] | None = None
+
+
+def kubectl(lab: cluster.Lab, *args: str, input: str | None = None) -> str:
+    """The pinned kubectl run against ``lab`` as a learner types it (what a cluster mutant
+    uses); its output, or CalledProcessError with what it said."""
+    exe = binaries.find("kubectl")
+    if exe is None:
+        raise RuntimeError("kubectl is not built: run `gpushare setup`")
+    argv = [str(exe), "--kubeconfig", str(lab.kubeconfig), *args]
+    done = subprocess.run(argv, capture_output=True, text=True, input=input, timeout=120)
+    if done.returncode != 0:
+        raise subprocess.CalledProcessError(done.returncode, argv, done.stdout, done.stderr)
+    return done.stdout
 
 
 def mutant(
