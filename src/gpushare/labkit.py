@@ -37,6 +37,7 @@ from pathlib import Path
 
 from gpushare.grading import capture, grade, runner
 from gpushare.lab import binaries, cluster, solve
+from gpushare.lab.cluster import Lab as Lab  # what a cluster mutant is given
 from gpushare.reports.results import Report
 from gpushare.sandbox import isolation
 
@@ -171,6 +172,11 @@ class Kit:
         return problems
 
     # -- recording, on a live lab ---------------------------------------------------
+
+    def down(self, cluster_name: str) -> None:
+        """Take down the lab of ``cluster_name`` (its data and ports go)."""
+        with self.using():
+            cluster.down(cluster_name)
 
     def record(self, cluster_name: str, recorded: Path, mutants: Iterable[Mutant]) -> Path:
         """Record the fresh lab, the reference solution and each mutant on a lab of
