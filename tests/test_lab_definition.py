@@ -156,3 +156,23 @@ def test_the_lab_names_the_default_language(tmp_path, monkeypatch):
     for var in ("GPUSHARE_LANG", "LC_ALL", "LC_MESSAGES", "LANG"):
         monkeypatch.delenv(var, raising=False)
     assert messages.resolve_lang(None) == "ko" and messages.langs()[0] == "ko"
+
+
+def test_a_snapshot_of_a_role_is_read_as_a_role_is_shaped():
+    """A Role's rules name lists where a Pod's containers name a mapping (``resources``): the
+    snapshot's shape check reads each by its kind, and a Pod's list stays refused."""
+    from gpushare.submissions.snapshot import cluster_problem
+
+    rules = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]
+    role = {"kind": "Role", "metadata": {"name": "r"}, "rules": rules}
+    roles = {"kind": "RoleList", "items": [{"metadata": {"name": "r"}, "rules": rules}]}
+    pod = {"kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [rules[0]]}}
+    assert cluster_problem({"role": {"path": "/x", "value": role}}) is None
+    assert cluster_problem({"roles": {"path": "/x", "value": roles}}) is None
+    assert cluster_problem({"pod": {"path": "/x", "value": pod}}) == (
+        "answer 'pod': resources is not an object"
+    )
+    bad = {**role, "rules": [{"resources": "pods"}]}
+    assert cluster_problem({"role": {"path": "/x", "value": bad}}) == (
+        "answer 'role': resources is not a list of strings"
+    )
