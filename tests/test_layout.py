@@ -125,6 +125,23 @@ def lab_imports(graders: Path) -> list[str]:
 
 def test_graders_import_only_the_lab_api():
     assert lab_imports(ROOT / "graders") == []
+    assert lab_imports(ROOT / "examples" / "labs" / "rbac" / "graders") == []
+
+
+def test_the_engine_names_no_example_lab():
+    """The example lab is a folder of data and checks the engine never heard of."""
+    lab = ROOT / "examples" / "labs" / "rbac"
+    words = ("rbaclab", "examples/labs", "pod-reader", "shop-node", "auditor-reads-pods")
+    found = [
+        f"{path.relative_to(ROOT)}: {word}"
+        for path in sorted(PACKAGE.rglob("*"))
+        if path.is_file() and path.suffix in (".py", ".toml", ".sh", "")
+        for word in words
+        if word in path.read_text(encoding="utf-8", errors="replace")
+        and not (path.name == "labkit.py" and word == "examples/labs")  # its docstring's pointer
+    ]
+    assert found == []
+    assert (lab / "graders" / "lab.toml").is_file()
 
 
 def test_the_lab_api_guard_sees_an_inside_import(tmp_path):
