@@ -90,8 +90,8 @@ demo: install
 		--seed 7 --unsafe-no-sandbox
 
 lint: install
-	$(BIN)/ruff check src tests graders benchmarks deploy conftest.py
-	$(BIN)/ruff format --check src tests graders benchmarks deploy conftest.py
+	$(BIN)/ruff check src tests graders benchmarks deploy conftest.py examples/labs
+	$(BIN)/ruff format --check src tests graders benchmarks deploy conftest.py examples/labs
 	$(BIN)/mypy
 	@! grep -rnE 'type: ignore(\[[a-z-]+(, *[a-z-]+)*\])? *$$' src graders \
 		|| { echo 'lint: a `type: ignore` says why, in a comment after it'; exit 1; }
