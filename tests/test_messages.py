@@ -303,10 +303,10 @@ def test_a_lab_chooses_its_learners_default_language(tmp_path, monkeypatch):
 def test_a_lab_lacking_its_default_language_falls_back_to_one_it_has_with_a_warning(
     tmp_path, monkeypatch, capsys
 ):
-    """A second lab with English texts only, and no default_lang (so the engine's Chinese): not
-    Chinese labels around English titles, but English, and a line that says so."""
+    """A second lab with English texts only whose default_lang says zh: not Chinese labels
+    around English titles, but English, and a line that says so."""
     _no_language_set(monkeypatch)
-    monkeypatch.setenv("GPUSHARE_GRADERS", str(_lab(tmp_path, None, zh=False)))
+    monkeypatch.setenv("GPUSHARE_GRADERS", str(_lab(tmp_path, "zh", zh=False)))
     assert "zh" not in messages.langs()
     assert messages.resolve_lang(None) == "en"
     warned = capsys.readouterr().err

@@ -14,10 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn, ParamSpec, TypedDict, TypeVar
 
 from gpushare.reports.messages import T as T  # re-exported: graders write T(...) too
-
-# The cause of every failure of a learner's file when the work dir itself is missing: the
-# report says that once, first, with how to name another (``--workdir``, ``WORKDIR=``)
-WORKDIR_ABSENT = "workdir:absent"
+from gpushare.submissions.workdir import WORKDIR_ABSENT as WORKDIR_ABSENT  # re-exported
 
 P = ParamSpec("P")
 R = TypeVar("R")
