@@ -3,9 +3,17 @@
 from gpulab import CONFIGMAP_NAME, CONFIGMAP_NS, GPU, HINT_QUERIES, QUERIES, configs
 from gpulab.deviceplugin import NONE, shown
 from gpulab.rules import find_object, usable, where_cm
-from gpushare.grading.checks import T, Value, check, fail
-from gpushare.grading.labstate import LabState
-from gpushare.submissions.workdir import LineDict, Workdir, load_yaml_text, yaml_kind
+from gpushare.lab_api import (
+    LabState,
+    LineDict,
+    T,
+    Value,
+    Workdir,
+    check,
+    fail,
+    load_yaml_text,
+    yaml_kind,
+)
 
 READS, HINT_READS = QUERIES, HINT_QUERIES
 

@@ -10,17 +10,20 @@ from gpulab.rules import (
     show_yaml,
     usable,
 )
-from gpushare.data import JsonObject
-from gpushare.grading.checks import T, Value, check, fail
-from gpushare.grading.labstate import (
+from gpushare.lab_api import (
+    JsonObject,
     LabState,
+    T,
+    Value,
+    Workdir,
+    check,
+    fail,
     pending_reason,
     pod_resources,
     requested,
     selects_by_label,
     show_quantity,
 )
-from gpushare.submissions.workdir import Workdir
 
 READS, HINT_READS = QUERIES, HINT_QUERIES
 

@@ -25,8 +25,7 @@ from gpulab.deviceplugin import (
     shown,
 )
 from gpulab.rules import LAB_REPLICAS, PHYSICAL_GPUS, where_cm
-from gpushare.grading.checks import T, Value, fail
-from gpushare.grading.labstate import LabState
+from gpushare.lab_api import LabState, T, Value, fail
 
 
 def refused(key: str) -> str:

@@ -42,7 +42,7 @@ from pathlib import Path
 
 import yaml
 
-from gpushare.grading.checks import T
+from gpushare.lab_api import T
 
 GPU_KEY = "nvidia.com/gpu"
 NAMESPACE = "gpu-share"
