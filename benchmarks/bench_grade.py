@@ -183,7 +183,9 @@ def _record(rows: list[tuple[str, tuple[float, float]]], ratio: float, lab_ratio
         "<= 0.5",
     )
     figures.record("without_6", f"`gpushare grade` without step {SCRIPT_STEP}", secs(without))
-    figures.record("make_grade", "`make grade` (setup check, `gpushare up`, grade)", secs(make))
+    figures.record(
+        "make_grade", "`make grade` (the learner's path: the install check, the grade)", secs(make)
+    )
     figures.record(
         "official",
         "`gpushare grade` through the official `kubernetes` loader (a kubeconfig not the lab's)",
