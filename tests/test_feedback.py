@@ -489,6 +489,15 @@ def test_a_deleted_lab_node_asks_for_a_reset(outcomes):
         assert o.failures[number].problem.key == "lab_node_missing"
         for text in _render(o, number, "problem").values():
             assert node in text and "make reset" in text, text
+    # review 3, N1: a reset also puts every node's labels and status back to fresh, so the
+    # node patches of steps 2 and 3 are to be redone, not only the files applied again
+    redo = {
+        "en": "redo the node labels and status patches of steps 2 and 3",
+        "zh": "重做第 2、3 步的节点标签和 status patch",
+        "ko": "2·3단계의 노드 레이블과 status patch를 다시",
+    }
+    for lang, text in _render(o, "2.1", "problem").items():
+        assert redo[lang] in text, text
 
 
 def test_a_crash_is_called_a_crash(outcomes):
@@ -578,6 +587,11 @@ def test_8_2_hint_does_not_praise_more_gpus(outcomes):
         text = _render(o, "8.2")
         assert "fastest" not in text["en"] and "最快" not in text["zh"], text
         assert "가장 빠릅" not in text["ko"], text
+        # review 3, N2: "more is not faster" holds on the time-sliced node only; batch-train
+        # belongs on the unshared node, where two nvidia.com/gpu are two real GPUs
+        assert "On the time-sliced node more slices" in text["en"], text
+        assert "在 time-slicing 节点上多申请 slice" in text["zh"], text
+        assert "time-slicing 노드에서는 slice를 더 요청해도" in text["ko"], text
     # where the pod is on the wrong node, the check's own hint still applies
     o = _case(outcomes, "8.2 batch-train running on the shared node")
     assert o.failures["8.2"].hint is None
