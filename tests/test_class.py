@@ -650,7 +650,7 @@ def test_a_damaged_snapshot_says_why_in_each_language(tmp_path):
         ("文件不存在。\n位置：out/isolation.txt\n提示：…", "文件不存在。"),
         # no problem line: what was found, never the expected value everyone was told
         ("预期：ConfigMap 存在\n实际：不存在\n位置：ConfigMap x\n提示：…", "实际：不存在"),
-        ("기대값: replicas: 4\n실제값: replicas: 1\n힌트: …", "실제값: replicas: 1"),
+        ("기댓값: replicas: 4\n실제값: replicas: 1\n힌트: …", "실제값: replicas: 1"),
         (
             "Expected: exit code 1\nFound: exit code 0, output: OK\nHint: …",
             "Found: exit code 0, output: OK",

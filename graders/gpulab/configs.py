@@ -201,7 +201,7 @@ def shares_gpu_four_ways(lab: LabState, key: str, read: Reading, method: Method)
             value = T("no_key", key="replicas") if replicas is None else f"replicas: {replicas}"
         fail(
             expected=f"name: {GPU}, replicas: {LAB_REPLICAS}",
-            found=[f"name: {first.written}", value],
+            found=(f"name: {first.written}", value),  # fields, as expected names them
             where=where_cm(key, first.line),
             cause=refused(key) if replicas is None and node is not None else None,
         )
