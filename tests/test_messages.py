@@ -172,9 +172,11 @@ def test_the_words_the_third_review_decided():
     """ko 기댓값, the spelling of the Standard Korean Language Dictionary (many tools write
     기대값; the catalog writes one); zh 讲师 for the instructor everywhere (教师 nowhere), as
     ko writes 강사 and the glossary holds it."""
-    ko = _words("ko")
+    ko, zh = _words("ko"), _words("zh")
     assert ko["labels.expected"] == "기댓값"
     assert [k for k, v in ko.items() if "기대값" in v] == []
+    assert [k for k, v in zh.items() if "教师" in v or "老师" in v] == []
+    assert "讲师" in zh["values.withheld"] and "讲师" in zh["values.grader_error"]
 
 
 @pytest.mark.parametrize(
