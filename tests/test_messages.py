@@ -168,6 +168,10 @@ def test_ko_writes_one_particle_and_no_slash_joiner():
     assert messages.label("list_sep", "ko") == ". " and messages.label("enum_sep", "ko") == ", "
 
 
+def test_en_is_us_english():
+    assert _lint(EN_BRITISH, "en") == {}
+
+
 def test_the_words_the_third_review_decided():
     """ko 기댓값, the spelling of the Standard Korean Language Dictionary (many tools write
     기대값; the catalog writes one); zh 讲师 for the instructor everywhere (教师 nowhere), as
