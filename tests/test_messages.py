@@ -183,6 +183,14 @@ def test_the_words_the_third_review_decided():
     assert "讲师" in zh["values.withheld"] and "讲师" in zh["values.grader_error"]
 
 
+@pytest.mark.parametrize("lang", sorted(messages.found()))
+def test_no_text_calls_the_learner_an_attacker(lang):
+    """Review 3, N3: a member the archive filter refuses is far more often a hand-repacked
+    snapshot than an attack; no catalog text says malicious or hostile."""
+    blame = re.compile(r"(?i)malicious|hostile|恶意|敌意|악의|적대")
+    assert [k for k, v in _words(lang).items() if blame.search(v)] == []
+
+
 @pytest.mark.parametrize(
     ("pattern", "text", "flagged"),
     [
