@@ -698,3 +698,29 @@ def test_2_4_never_reads_a_count_from_a_config_that_gives_none(outcomes):
         "valid: shared lists nvidia.com/gpu twice (2, then 4): the plugin uses 4",
     ):
         assert "2.4" not in _case(outcomes, case).failures, case
+
+
+def test_a_quoted_value_names_the_type_it_should_be(outcomes):
+    """Review 3, N21: replicas takes a whole number and failRequestsGreaterThanOne a boolean;
+    a quoted one says which, not "a number or a boolean"."""
+    replicas = _case(outcomes, "1.3 replicas quoted as '4'")
+    flag = _case(
+        outcomes,
+        "1.3 and 1.4: failRequestsGreaterThanOne quoted as 'true', which the plugin refuses",
+    )
+    assert "a whole number" in _render(replicas, "1.5", "found")["en"]
+    assert "true or false" in _render(flag, "1.4", "found")["en"]
+    assert "整数" in _render(replicas, "1.5", "found")["zh"]
+    assert "정수" in _render(replicas, "1.5", "found")["ko"]
+
+
+def test_step_8_names_a_nodes_role_before_its_name(outcomes):
+    """Review 3, N33: step 8 teaches choosing the node by its role; Expected says the role."""
+    o = _case(outcomes, "8.2 batch-train running on the shared node")
+    assert _render(o, "8.2", "expected") == {
+        "en": "on the unshared node (lab-node-0)",
+        "zh": "在不共享的节点（lab-node-0）上",
+        "ko": "공유하지 않는 노드(lab-node-0)에 있음",
+    }
+    o = _case(outcomes, "8.1 node affinity selecting two nodes")
+    assert "labels that select only the" in _render(o, "8.1", "expected")["en"]

@@ -193,7 +193,7 @@ def shares_gpu_four_ways(lab: LabState, key: str, read: Reading, method: Method)
         node = first.replicas_node
         if replicas is None and node is not None:
             value: Value = (
-                T("quoted_value", text=f"replicas: {shown(node)}")
+                T("quoted_value", text=f"replicas: {shown(node)}", want=T("type_int"))
                 if shown(node).startswith('"')
                 else f"replicas: {shown(node)}"
             )

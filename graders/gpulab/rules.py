@@ -81,13 +81,6 @@ def show_yaml(value: object, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def show_field(name: str, value: object) -> str | T:
-    """``name: value`` as the learner wrote it; a value the plugin needs as a number or a
-    boolean but that was quoted into a string says so (``replicas: '4'``)."""
-    text = f"{name}: {show_yaml(value)}"
-    return T("quoted_value", text=text) if isinstance(value, str) else text
-
-
 def dig(obj: Json, *path: str | int) -> Json:
     """``obj[p0][p1]...`` or None where any step is missing or of the wrong type."""
     for p in path:
