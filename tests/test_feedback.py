@@ -407,7 +407,7 @@ def test_hints_say_where_the_lab_text_is_wrong_and_name_the_labels():
     """Review 6, 10: 3.2 says the lab's "A100 40GB" is wrong; 3.1 names both labels."""
     for lang, wrong in (("en", "slip"), ("zh", "有误"), ("ko", "잘못된 표기")):
         text = messages.hint("3.2", lang)
-        assert "A100 40GB" in text and wrong in text and "80 GB" in text, text
+        assert "A100 40GB" in text and wrong in text and "H100 80GB" in text, text
         text = messages.hint("3.1", lang)
         assert "nvidia.com/mig.strategy=mixed" in text and "nvidia.com/gpu.product" in text
 
