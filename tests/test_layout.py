@@ -164,7 +164,7 @@ def test_the_lab_api_declares_what_it_serves():
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("gpushare.")
         for alias in node.names
     }
-    assert lab_api.__all__ == sorted(lab_api._WHERE) == sorted(checked)
+    assert sorted(lab_api.__all__) == sorted(lab_api._WHERE) == sorted(checked)
     for name in lab_api.__all__:
         module, attr = checked[name]
         assert lab_api._WHERE[name] == (module, attr), name

@@ -5,7 +5,8 @@ a name here keeps its meaning (``tests/test_layout.py`` holds ``graders/`` to th
 The names, by what a check does with them:
 
 - declare and fail a check: :func:`check`, :func:`fail`, :class:`CheckFailed`, :class:`T` (a
-  text of the catalogs, rendered in the learner's language), :data:`Value`;
+  text of the catalogs, rendered in the learner's language), :data:`Value`, and the root causes
+  the engine names (:data:`WORKDIR_ABSENT`: the work dir itself is missing);
 - read the cluster: :class:`LabState` (``lab.read(name)`` of what a step's ``READS`` name), and
   the pod and quantity readers :func:`quantity`, :func:`show_quantity`, :func:`requested`,
   :func:`pod_resources`, :func:`node_conditions`, :func:`pending_reason`,
@@ -34,7 +35,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # the same names, for the type checker; at run time see __getattr__
     from gpushare.data import Json, JsonObject
     from gpushare.grading.background import BackgroundError, Context
-    from gpushare.grading.checks import CheckFailed, T, Value, check, fail
+    from gpushare.grading.checks import WORKDIR_ABSENT, CheckFailed, T, Value, check, fail
     from gpushare.grading.labstate import (
         LabState,
         node_conditions,
@@ -69,7 +70,7 @@ if TYPE_CHECKING:  # the same names, for the type checker; at run time see __get
 _ROOMS = {
     "gpushare.data": "Json JsonObject",
     "gpushare.grading.background": "BackgroundError Context",
-    "gpushare.grading.checks": "CheckFailed T Value check fail",
+    "gpushare.grading.checks": "WORKDIR_ABSENT CheckFailed T Value check fail",
     "gpushare.grading.labstate": "LabState node_conditions pending_reason pod_resources "
     "quantity requested selects_by_label show_quantity",
     "gpushare.grading.objects": "asks_one dig find_object line_of show_yaml usable",
@@ -84,6 +85,7 @@ _WHERE = {name: (module, name) for module, names in _ROOMS.items() for name in n
 _WHERE["load_nodes"] = ("gpushare.lab.nodes", "load")
 
 __all__ = [
+    "WORKDIR_ABSENT",
     "BackgroundError",
     "CheckFailed",
     "Context",

@@ -147,7 +147,9 @@ def capture_workdir(root: Path) -> tuple[list[tuple[tarfile.TarInfo, bytes]], Js
     Walks without following links. A link that stays inside is kept as a link (its target
     made relative); one that leads out is recorded with where it leads, as
     :class:`~gpushare.submissions.workdir.Workdir` reports it; FIFOs, sockets and devices are
-    recorded as not regular; a file over the reader's cap by its size alone.
+    recorded as not regular; a file over the reader's cap by its size alone. Snapshot files
+    (``*.gpushare.tgz``) are left out: ``gpushare submit`` writes into the work dir, and each
+    submission holding all the earlier ones would double in size every time.
     """
     members: list[tuple[tarfile.TarInfo, bytes]] = []
     recorded: JsonObject = {}
@@ -185,6 +187,8 @@ def capture_workdir(root: Path) -> tuple[list[tuple[tarfile.TarInfo, bytes]], Js
                 members.append((info(rel, tarfile.DIRTYPE, st.st_mode), b""))
                 stack.append(rel)
             elif stat.S_ISREG(st.st_mode):
+                if entry.name.endswith(SUFFIX):  # an earlier submission: no grader reads it
+                    continue
                 if st.st_size > MAX_BYTES:
                     recorded[rel] = {"kind": "too_large", "size": st.st_size}
                     continue
@@ -679,14 +683,14 @@ def _unpack(path: Path, tar: tarfile.TarFile, ti: tarfile.TarInfo, scratch: Path
     if not (ti.isreg() or ti.isdir() or ti.issym()):
         raise refused("snapshot_special_member", f"member {name!r} is a device, FIFO or hard link")
     if ".." in name.split("/"):
-        raise refused("snapshot_climbs_out", f"hostile member refused ({name!r} climbs out)")
+        raise refused("snapshot_climbs_out", f"member {name!r} refused: it climbs out")
     data_filter = getattr(tarfile, "data_filter", None)  # Python 3.11.4+: a second opinion
     if data_filter is not None:
         try:
             data_filter(ti, str(scratch))
         except tarfile.FilterError as exc:
             raise SnapshotError(
-                f"{path}: hostile member refused ({exc})",
+                f"{path}: a member that cannot be unpacked safely, refused ({exc})",
                 "refused",
                 T("snapshot_hostile", error=str(exc)[:200]),
             ) from None
