@@ -70,6 +70,10 @@ class Outcome:
     classnames: dict[str, str]  # nodeid -> module, as pytest's JUnit XML names them
     durations: dict[str, float]  # nodeid -> seconds
     headlines: dict[str, str]  # check number -> "number title"
+    # what the checks read: cluster-read keys and work-dir paths (``gpushare watch`` grades a
+    # step again only when one of these changes)
+    read_keys: frozenset[str] = frozenset()
+    read_files: frozenset[str] = frozenset()
 
     def write(self, json_path: Path | None = None, junit_path: Path | None = None) -> None:
         if json_path:
@@ -103,7 +107,10 @@ def grade(options: Options, started: float | None = None) -> Outcome:
         session.start_background(runner.background(checks))  # what they ask for, not yet going
         session.connect(runner.modules(checks))  # the cluster read starts
         durations = runner.run(session, checks, deadline=deadline)
-    return _outcome(session, checks, durations, options.policy)
+    outcome = _outcome(session, checks, durations, options.policy)
+    outcome.read_keys = frozenset(session.state.touched if session.state else ())
+    outcome.read_files = frozenset(session.work.touched)
+    return outcome
 
 
 def _select(steps: set[int]) -> list[Check]:

@@ -168,6 +168,8 @@ class Workdir:
         self.root = root
         self.recorded = recorded or {}
         self._objects: dict[str, list[LineDict] | FileProblem] = {}
+        # the paths the checks read (read_text), which `gpushare watch` grades a step again on
+        self.touched: set[str] = set()
 
     def _recorded(self, rel: str) -> FileProblem | None:
         """The snapshot's record for ``rel`` or for a folder on its way (``k8s`` -> /tmp)."""
@@ -187,6 +189,7 @@ class Workdir:
         Only files inside the work dir count: a link that leads out of it is a problem here,
         as in a snapshot, which records such a link and never follows it.
         """
+        self.touched.add(rel)
         p = self.root / rel
         recorded = self._recorded(rel)
         if recorded is not None:
