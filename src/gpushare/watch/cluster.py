@@ -6,7 +6,9 @@ for a single object), so a change reaches the screen as an event instead of by p
 object. A watch that ends (the server's ``timeoutSeconds``, an apiserver restart, ``410 Gone``)
 is listed and watched again; while the apiserver cannot be reached the watcher says so once and
 retries every :data:`RETRY` seconds, reading the kubeconfig again each time (a lab made anew has
-new keys). See the API conventions: https://kubernetes.io/docs/reference/using-api/api-concepts/
+new keys). Whether the apiserver answers is asked apart, every :data:`BEAT` seconds (``GET
+/version`` on a new connection): an apiserver shutting down keeps its open watches for a while
+and refuses new requests at once, and the screen should say so at once. See the API conventions: https://kubernetes.io/docs/reference/using-api/api-concepts/
 ("Efficient detection of changes").
 
 It speaks through ``http.client``: a watch is one long response read line by line, which our
@@ -28,6 +30,7 @@ from gpushare.kube.config import Credentials, Target, load_kubeconfig
 from gpushare.kube.errors import KubeconfigError
 
 RETRY = 0.5  # seconds between attempts while the apiserver cannot be reached
+BEAT = 1.0  # seconds between two questions of whether the apiserver answers
 WATCH_SECONDS = 45  # the server ends each watch after this; it is then watched again
 READ_TIMEOUT = 75.0  # a stream silent for longer than the server's own end is a lost one
 
@@ -36,7 +39,7 @@ READ_TIMEOUT = 75.0  # a stream silent for longer than the server's own end is a
 class Event:
     """What the watchers tell the loop: ``change`` (a key's objects changed, or may have while
     it was not watched), ``lost`` (the apiserver cannot be reached: ``detail`` says why) or
-    ``back`` (it answers again)."""
+    ``back`` (it answers again); the last two have no key."""
 
     kind: str
     key: str
@@ -82,6 +85,7 @@ class ClusterWatch:
             threading.Thread(target=self._follow, args=(key,), name=f"watch {key}", daemon=True)
             for key in paths
         ]
+        self._threads.append(threading.Thread(target=self._beat, name="watch beat", daemon=True))
 
     def start(self) -> ClusterWatch:
         for t in self._threads:
@@ -108,9 +112,31 @@ class ClusterWatch:
             raise KubeconfigError("gpushare watch reads one kubeconfig file, not a list")
         return load_kubeconfig(self.target.files[0], self.target.context)
 
+    def _beat(self) -> None:
+        """Tell ``lost`` when the apiserver stops answering and ``back`` when it answers again
+        (the watchers list and watch again by themselves, and tell what changed)."""
+        lost = False
+        while not self._stop.is_set():
+            try:
+                creds = self._credentials()
+                conn = self._open("/version", creds)
+                conn.timeout = 3.0
+                self._get(conn, creds, "/version", {}).read()
+                if lost:
+                    lost = False
+                    self.events.put(Event("back", ""))
+            except (OSError, http.client.HTTPException, KubeconfigError, ValueError) as exc:
+                if self._stop.is_set():
+                    return
+                if not lost:
+                    lost = True
+                    self.events.put(Event("lost", "", str(exc) or type(exc).__name__))
+            finally:
+                self._drop("/version")
+            self._stop.wait(BEAT)
+
     def _follow(self, key: str) -> None:
         collection, params = watchable(self.paths[key])
-        lost = False
         version: str | None = None
         while not self._stop.is_set():
             try:
@@ -118,19 +144,12 @@ class ClusterWatch:
                 conn = self._open(key, creds)
                 if version is None:
                     version = self._list_version(conn, creds, collection, params)
-                    if lost:
-                        lost = False
-                        self.events.put(Event("back", key))
                     self.events.put(Event("change", key))  # what it missed, or its first look
                 version = self._stream(conn, creds, collection, params, version, key)
-            except (OSError, http.client.HTTPException, KubeconfigError, ValueError) as exc:
-                version = None
-                if self._stop.is_set():
+            except (OSError, http.client.HTTPException, KubeconfigError, ValueError):
+                version = None  # listed again once it answers (the beat tells the screen)
+                if self._stop.wait(RETRY):
                     return
-                if not lost:
-                    lost = True
-                    self.events.put(Event("lost", key, str(exc) or type(exc).__name__))
-                self._stop.wait(RETRY)
             finally:
                 self._drop(key)
 

@@ -86,11 +86,13 @@ class Watch:
         try:
             outcome = grade(opts)
         except (OptionError, GradeError) as exc:
+            self.reads.pop(step, None)  # graded again at the next event
             return str(exc).removeprefix("gpushare: ")
-        self._keep(step, outcome)
         report = outcome.report
-        if report.could_not_grade:
+        if report.could_not_grade:  # the step keeps its last verdict: nothing was judged
+            self.reads.pop(step, None)
             return report.reason_said()
+        self._keep(step, outcome)
         return None
 
     def _keep(self, step: int, outcome: Outcome) -> None:
@@ -133,7 +135,7 @@ def run_cli(args: argparse.Namespace) -> int:
     watch = Watch(options, steps, background_steps)
     target = resolve(args.kubeconfig, args.context, args.cluster)
     events: queue.Queue[Event] = queue.Queue()
-    title = f"gpushare watch  {line(str(workdir))}"
+    title = f"gpushare watch  {line(str(workdir))}"  # the work dir's end is cut first
     out: Screen | Lines
     if want_screen(sys.stdout):
         out = Screen(sys.stdout, terminal.want_color("auto"), title)
@@ -156,14 +158,29 @@ def _loop(
     watch: Watch, events: queue.Queue[Event], out: Screen | Lines, keys: set[str], workdir: Path
 ) -> None:
     view = watch.view
-    lost: set[str] = set()
+    lost: set[str] = set()  # non-empty while the apiserver does not answer
     changed_keys: set[str] = set()
     changed_files: set[str] = {"."}  # the first look grades everything
+
+    def take(event: Event) -> None:
+        if event.kind == "lost":
+            lost.add(event.key)
+            view.banner, view.banner_bad = messages.label("watch_lost", view.lang), True
+        elif event.kind == "back":
+            lost.discard(event.key)
+            if not lost:
+                view.banner, view.banner_bad = messages.label("watch_back", view.lang), False
+                changed_keys.update(keys)  # anything may have changed while it was away
+        elif event.key in keys:
+            changed_keys.add(event.key)
+        else:
+            changed_files.add(event.key)
+
     while True:
-        first = time.monotonic()
-        last = first
+        first = last = time.monotonic()
         while True:  # gather until quiet
-            wait = min(QUIET - (time.monotonic() - last), GATHER - (time.monotonic() - first))
+            now = time.monotonic()
+            wait = min(QUIET - (now - last), GATHER - (now - first))
             if not (changed_keys or changed_files):
                 wait = 3600.0
             if wait <= 0:
@@ -172,22 +189,13 @@ def _loop(
                 event = events.get(timeout=wait)
             except queue.Empty:
                 break
-            last = time.monotonic()
             if not (changed_keys or changed_files):
-                first = last
-            if event.kind == "lost":
-                lost.add(event.key)
-                view.banner, view.banner_bad = messages.label("watch_lost", view.lang), True
+                first = time.monotonic()
+            last = time.monotonic()
+            was = view.banner
+            take(event)
+            if view.banner != was:
                 out.draw(view)
-            elif event.kind == "back":
-                lost.discard(event.key)
-                if not lost:
-                    view.banner, view.banner_bad = messages.label("watch_back", view.lang), False
-                    out.draw(view)
-            elif event.key in keys:
-                changed_keys.add(event.key)
-            else:
-                changed_files.add(event.key)
         if lost:
             continue  # nothing can be graded: the changes wait for the apiserver
         due = watch.due(changed_keys, changed_files)
@@ -199,7 +207,11 @@ def _loop(
             problem = watch.grade(step)
             if problem is not None:
                 problems.append(problem)
-        if problems:
+        while not events.empty():  # what happened meanwhile: a lost apiserver is the news
+            take(events.get_nowait())
+        if lost:
+            pass  # take() said so
+        elif problems:
             view.banner = messages.label("watch_could_not", view.lang).format(reason=problems[0])
             view.banner_bad = True
         elif not workdir.is_dir():

@@ -135,9 +135,10 @@ class Screen:
                 else ""
             )
         )
-        top = _paint(self.color, BOLD, self.title)
-        gap = max(1, cols - _width(self.title) - _width(right))
-        lines = [top + " " * gap + _paint(self.color, DIM, right), *view.step_lines(self.color)]
+        title = _cut(self.title, max(0, cols - _width(right) - 1))  # the time comes first
+        gap = max(1, cols - _width(title) - _width(right))
+        top = _paint(self.color, BOLD, title) + " " * gap + _paint(self.color, DIM, right)
+        lines = [top, *view.step_lines(self.color)]
         if view.banner:
             code = RED if view.banner_bad else GREEN
             lines += ["", _paint(self.color, code, clean.line(view.banner))]
