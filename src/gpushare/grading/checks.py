@@ -13,11 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import NoReturn, ParamSpec, TypedDict, TypeVar
 
+from gpushare.locations import WORKDIR_ABSENT as WORKDIR_ABSENT  # re-exported for graders
 from gpushare.reports.messages import T as T  # re-exported: graders write T(...) too
-
-# The cause of every failure of a learner's file when the work dir itself is missing: the
-# report says that once, first, with how to name another (``--workdir``, ``WORKDIR=``)
-WORKDIR_ABSENT = "workdir:absent"
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -19,7 +19,7 @@ from pathlib import Path
 import yaml
 
 from gpushare.data import Json, JsonObject
-from gpushare.grading.checks import WORKDIR_ABSENT
+from gpushare.locations import WORKDIR_ABSENT
 from gpushare.reports.messages import T
 from gpushare.submissions import bounded
 
