@@ -1,4 +1,4 @@
-"""The ``gpushare`` command: lab lifecycle, grading and the reference solution.
+"""The gpushare command: lab lifecycle, grading and the reference solution.
 
 Usage errors and known failures end with one clear line on stderr and exit status 2, never a
 traceback. The modules of the lab's lifecycle, of ``solve``, of capture and of the Gradescope
@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
+import gpushare
 from gpushare.classroom import cli as class_cli
 from gpushare.data import JsonObject
 from gpushare.grading import grade, runner
@@ -36,12 +37,30 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_ERROR)
 
 
+class _Version(argparse.Action):
+    """``--version``: :func:`gpushare.version`, the installed distribution's."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> NoReturn:
+        print(f"gpushare {gpushare.version()}")
+        raise SystemExit(EXIT_OK)
+
+
 def _add_cluster(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cluster", **dict(grade.SHARED_OPTIONS)["--cluster"])  # as grade says it
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="gpushare", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("setup", help="find or build the pinned control-plane binaries")
@@ -137,6 +156,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="colour the summary: auto (on a terminal, unless NO_COLOR is set), yes, no",
     )
 
+    p = sub.add_parser(
+        "watch",
+        help="grade the lab live: every step's state, updated within seconds of each change",
+        description="Grade the lab as you work: every step with its state and points, and the "
+        "failing checks of the step you are on, graded again within seconds of a change in the "
+        "cluster (the apiserver's watch) or in the work directory. Never writes to the "
+        "cluster. Ctrl-C to quit.",
+    )
+    shared = dict(grade.SHARED_OPTIONS)
+    for flag in ("--workdir", "--kubeconfig", "--context", "--cluster", "--lang"):
+        p.add_argument(flag, **shared[flag])
+
     p = sub.add_parser("gradescope", help="the Gradescope autograder: build its bundle, run it")
     gs = p.add_subparsers(dest="gradescope_command", required=True, parser_class=_Parser)
     b = gs.add_parser("bundle", help="write autograder.zip in Gradescope's layout")
@@ -166,7 +197,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_class(sub: argparse._SubParsersAction[_Parser]) -> None:
-    """``gpushare class grade|job|merge|export``: a whole class of snapshots (classroom, lms)."""
+    """``gpushare class grade|merge|export``: a whole class of snapshots (classroom, lms); the
+    Kubernetes procedure that runs it is the operator's (``python -m deploy.job``)."""
     p = sub.add_parser("class", help="grade a whole class of snapshots, shard, merge, export it")
     cls = p.add_subparsers(dest="class_command", required=True, parser_class=_Parser)
 
@@ -223,36 +255,6 @@ def _add_class(sub: argparse._SubParsersAction[_Parser]) -> None:
         metavar="TIME",
         help="flag snapshots captured after this ISO 8601 time (UTC unless it says)",
     )
-    common(q)
-
-    q = cls.add_parser("job", help="print the procedure (bash) that grades on Kubernetes")
-    q.add_argument("--image", required=True, help="the grading image (see Containerfile)")
-    q.add_argument("--shards", type=int, required=True, metavar="N", help="pods, one shard each")
-    q.add_argument(
-        "--expect",
-        type=int,
-        required=True,
-        metavar="N",
-        help="the number of snapshot files of the class: nothing is graded unless all are in",
-    )
-    q.add_argument(
-        "--roster",
-        metavar="FILE",
-        help="CSV file,learner: whose each snapshot is; a path inside SNAPSHOTS_DIR",
-    )
-    q.add_argument(
-        "--deadline", metavar="TIME", help="flag snapshots captured after this ISO 8601 time"
-    )
-    q.add_argument("--name", default="gpushare-class", help="the Job's name")
-    q.add_argument("--namespace", help="namespace of the Job and its claims")
-    q.add_argument("--snapshots-claim", default="gpushare-snapshots", metavar="NAME")
-    q.add_argument("--results-claim", default="gpushare-results", metavar="NAME")
-    q.add_argument("--no-claims", action="store_true", help="the claims exist: print the Job alone")
-    q.add_argument("--storage-class", help="storage class of the claims")
-    q.add_argument("--snapshots-size", default="1Gi", metavar="SIZE")
-    q.add_argument("--results-size", default="1Gi", metavar="SIZE")
-    q.add_argument("--cpu", default="2", help="CPU request of a pod (default 2)")
-    q.add_argument("--memory", default="2Gi", help="memory of a pod (default 2Gi)")
     common(q)
 
     q = cls.add_parser("merge", help="merge shard folders into one CSV and one report")
@@ -346,6 +348,10 @@ def _dispatch(args: argparse.Namespace) -> int:
             return grade.run_cli(args)
         finally:
             isolation.settle()  # not left running when the grade never needed its answer
+    if args.command == "watch":
+        from gpushare.watch import loop  # lazy: only a watch needs its threads and screen
+
+        return loop.run_cli(args)
     if args.command == "snapshot":
         from gpushare.grading import capture  # lazy: 17 ms (snapshots, YAML)
 

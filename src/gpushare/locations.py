@@ -17,9 +17,6 @@ import os
 from pathlib import Path
 
 DEFAULT_WORKDIR = "/root/gpushare"
-# The cause (checks.CheckFailed's) of every failure of a learner's file when the work dir itself
-# is missing: the report says that once, first, with how to name another (--workdir, WORKDIR=)
-WORKDIR_ABSENT = "workdir:absent"
 DEFAULT_CLUSTER = "gpushare"
 _CHECKOUT = Path(__file__).resolve().parents[2]
 

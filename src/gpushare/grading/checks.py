@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import NoReturn, ParamSpec, TypedDict, TypeVar
 
-from gpushare.locations import WORKDIR_ABSENT as WORKDIR_ABSENT  # re-exported for graders
 from gpushare.reports.messages import T as T  # re-exported: graders write T(...) too
+from gpushare.submissions.workdir import WORKDIR_ABSENT as WORKDIR_ABSENT  # re-exported
 
 P = ParamSpec("P")
 R = TypeVar("R")

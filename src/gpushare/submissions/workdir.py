@@ -19,7 +19,6 @@ from pathlib import Path
 import yaml
 
 from gpushare.data import Json, JsonObject
-from gpushare.locations import WORKDIR_ABSENT
 from gpushare.reports.messages import T
 from gpushare.submissions import bounded
 
@@ -84,6 +83,11 @@ def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> LineDict:
 
 
 _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+# The cause of every failure of a learner's file when the work dir itself is missing: the
+# report says that once, first, with how to name another (``--workdir``, ``WORKDIR=``)
+WORKDIR_ABSENT = "workdir:absent"
 
 
 @dataclass
@@ -170,6 +174,8 @@ class Workdir:
         self.root = root
         self.recorded = recorded or {}
         self._objects: dict[str, list[LineDict] | FileProblem] = {}
+        # the paths the checks read (read_text), which `gpushare watch` grades a step again on
+        self.touched: set[str] = set()
         self._absent: bool | None = None
 
     @property
@@ -198,6 +204,7 @@ class Workdir:
         Only files inside the work dir count: a link that leads out of it is a problem here,
         as in a snapshot, which records such a link and never follows it.
         """
+        self.touched.add(rel)
         if self.absent:  # every file fails for that one reason, said once, first (the report)
             return FileProblem(rel, T("workdir_absent", root=str(self.root)), cause=WORKDIR_ABSENT)
         p = self.root / rel
