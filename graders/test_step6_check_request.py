@@ -10,7 +10,7 @@ from typing import NoReturn
 
 from gpulab import requestruns
 from gpulab.requestruns import SCRIPT, TIMEOUT_S, CaseRun, RequestRuns, stderr_tail
-from gpushare.grading.checks import T, check, fail
+from gpushare.lab_api import T, check, fail
 
 BACKGROUND = {"request_runs": requestruns.start}
 
@@ -37,7 +37,7 @@ def _lines(lines: list[str]) -> str | T:
 def _script_ok(runs: RequestRuns, strict: bool = False) -> None:
     """Fail when the script cannot be run; with ``strict`` also when it is not executable."""
     if runs.problem is not None and (strict or runs.command is None):
-        fail(problem=T(f"script_problem_{runs.problem}"), where=SCRIPT)
+        fail(problem=runs.problem_said(), where=SCRIPT, cause=runs.cause)
 
 
 def _output(run: CaseRun) -> T:

@@ -88,8 +88,9 @@ def default_jobs() -> int:
 
 
 def resolve_lang(lang: str | None) -> str:
+    """An instructor's language: ``--lang``, GPUSHARE_LANG, the locale, else English."""
     try:
-        return messages.resolve_lang(lang)
+        return messages.resolve_lang(lang, instructor=True)
     except ValueError as exc:
         raise InputError(str(exc)) from None
 
@@ -137,7 +138,7 @@ def grade_class(
     _require_sandbox(unsafe_no_sandbox)
     if not unsafe_no_sandbox:  # the uid level: no learner's script may read the class's files
         _refuse_unprotected(levels.protect_at_uid([*paths, out, *([policy] if policy else [])]))
-    checks = gradebook.catalog()
+    checks = gradebook.catalog(visibility)  # worth the policy's points, where it sets any
     out.mkdir(parents=True, exist_ok=True)
     folders = [s.folder(every) for s in chosen]
     _drop_stale(out, set(folders))
@@ -249,6 +250,7 @@ def finish(
     """Write grades.csv and report.html of ``rows`` (a run's, or merged shards'), with the
     suspicion flags of the whole class (:func:`flags.mark`)."""
     flags.mark(rows, deadline=deadline)
+    checks = gradebook.with_points(checks, rows)
     changes = None
     if previous is not None and before is not None:
         changes = regrade.compare(str(previous), before, rows, partial=partial)
@@ -358,6 +360,7 @@ def summary(run: ClassRun) -> str:
                 high=max(scores),
             )
         )
+    lines.append(gradebook.total_line(run.checks, lang))
     for r in run.errors:
         lines.append(f"  {r.folder}: {text('error', lang)}: {report.reason_said(r, lang)}")
     if run.superseded:
