@@ -99,7 +99,11 @@ def test_1_4_shared_refuses_multi_slice_requests(lab: LabState) -> None:
         node = method.fail_requests_node
         fail(
             expected=want,
-            found=T("quoted_value", text=f"failRequestsGreaterThanOne: {shown(node)}")
+            found=T(
+                "quoted_value",
+                text=f"failRequestsGreaterThanOne: {shown(node)}",
+                want=T("type_bool"),
+            )
             if shown(node).startswith('"')
             else f"failRequestsGreaterThanOne: {shown(node)}",
             where=where_cm("shared", line),

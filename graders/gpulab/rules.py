@@ -64,13 +64,6 @@ def where_cm(key: str | None = None, line: int | None = None) -> T:
     return T("where_configmap_line", configmap=ref, key=key, line=line)
 
 
-def show_field(name: str, value: object) -> str | T:
-    """``name: value`` as the learner wrote it; a value the plugin needs as a number or a
-    boolean but that was quoted into a string says so (``replicas: '4'``)."""
-    text = f"{name}: {show_yaml(value)}"
-    return T("quoted_value", text=text) if isinstance(value, str) else text
-
-
 def lab_node_labels(lab: LabState) -> dict[str, dict[str, str]]:
     """Each lab node's GPU labels as the lab defines them after steps 2 and 3, and no other.
 
