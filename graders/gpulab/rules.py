@@ -64,8 +64,6 @@ def where_cm(key: str | None = None, line: int | None = None) -> T:
     return T("where_configmap_line", configmap=ref, key=key, line=line)
 
 
-
-
 def lab_node_labels(lab: LabState) -> dict[str, dict[str, str]]:
     """Each lab node's GPU labels as the lab defines them after steps 2 and 3, and no other.
 

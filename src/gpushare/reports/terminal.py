@@ -13,7 +13,7 @@ import sys
 import unicodedata
 
 from gpushare.reports import clean, messages
-from gpushare.reports.results import Report
+from gpushare.reports.results import CheckResult, Report
 
 GREEN, RED, BOLD, DIM, RESET = "\x1b[32m", "\x1b[31m", "\x1b[1m", "\x1b[2m", "\x1b[0m"
 
@@ -95,9 +95,17 @@ def render(report: Report, *, color: bool, feedback: bool = True) -> str:
     if feedback and failed:
         out.append("")
         out.append(paint(BOLD, messages.label("failures_title", lang)))
-        for c in failed:
-            head = f"[{c.number}] {c.title}  (0/{c.max_score})"
-            out.append(paint(RED, head))
-            out.extend("    " + line for line in clean.text(c.output).splitlines())
-            out.append("")
+        out.extend(failure_lines(failed, color=color))
     return "\n".join(out).rstrip() + "\n"
+
+
+def failure_lines(failed: list[CheckResult], *, color: bool) -> list[str]:
+    """Each failed check's block as ``gpushare grade`` prints it (``gpushare watch`` shows the
+    same blocks for the step the learner is on)."""
+    out: list[str] = []
+    for c in failed:
+        head = f"[{c.number}] {c.title}  (0/{c.max_score})"
+        out.append(f"{RED}{head}{RESET}" if color else head)
+        out.extend("    " + line for line in clean.text(c.output).splitlines())
+        out.append("")
+    return out
