@@ -4,7 +4,7 @@ import json
 import re
 from decimal import Decimal
 
-from gpulab import GPU, HINT_QUERIES, QUERIES, QUOTA_NAME, QUOTA_NS
+from gpulab import GPU, HINT_QUERIES, QUERIES, QUOTA_NAME, QUOTA_NS, namespaces_of_pod
 from gpulab.rules import asks_one, find_object, line_of, usable
 from gpushare.data import JsonObject
 from gpushare.grading.checks import CheckFailed, T, Value, check, fail
@@ -19,6 +19,7 @@ DENIED_FILE = "out/quota-denied.txt"
 KEY = f"requests.{GPU}"
 LIMIT = 2
 IN_CLUSTER = T("cluster_quota", quota=f"{QUOTA_NS}/{QUOTA_NAME}")
+ELSEWHERE = "team-over:elsewhere"  # the cause: the file's pod was created outside team-a
 
 
 def _hard(obj: JsonObject, field: str = "spec") -> Decimal | None:
@@ -53,6 +54,31 @@ def _over_pod(work: Workdir) -> LineDict:
     if not isinstance(name, str) or not name:
         fail(expected="metadata.name", found=T("absent"), where=f"{OVER_FILE}:{pod.line}")
     return find_object(objs, "Pod", name, QUOTA_NS, OVER_FILE)
+
+
+def _went_elsewhere(lab: LabState, pod: LineDict) -> list[str]:
+    """The namespaces where the file's pod was created instead of being denied in team-a.
+
+    A file that sets no ``metadata.namespace`` goes where it is applied: with ``-n team-a``
+    it meets the quota and is denied (right); without, it lands in the current namespace
+    (``default``), where no quota stops it. The file is judged as it was applied, so a pod of
+    its name outside team-a is that application. A file naming team-a itself cannot have
+    made a pod elsewhere. Empty when the cluster's other pods are unknown (HINT_QUERIES).
+    """
+    meta = pod["metadata"]
+    if meta.get("namespace"):
+        return []
+    return namespaces_of_pod(lab, meta["name"])
+
+
+def _elsewhere_hint(pod: LineDict, namespaces: list[str]) -> T:
+    return T(
+        "hint_over_elsewhere",
+        file=OVER_FILE,
+        pod=pod["metadata"]["name"],
+        namespaces=tuple(namespaces),
+        namespace=QUOTA_NS,
+    )
 
 
 @check("5.1", 3)
@@ -113,6 +139,15 @@ def test_5_4_team_over_is_denied(lab: LabState, work: Workdir) -> None:
     pod = _over_pod(work)
     name = pod["metadata"]["name"]
     asks_one(pod, GPU, where=line_of(pod, OVER_FILE, "spec", "containers"))
+    elsewhere = _went_elsewhere(lab, pod)
+    if elsewhere:
+        fail(
+            expected=T("over_denied_in", pod=name, namespace=QUOTA_NS),
+            found=T("pod_in_namespaces", pod=name, namespaces=tuple(elsewhere)),
+            where=T("cluster_pod", pod=f"{elsewhere[0]}/{name}"),
+            hint=_elsewhere_hint(pod, elsewhere),
+            cause=ELSEWHERE,
+        )
     if name in lab.pods(QUOTA_NS):
         fail(
             expected=T("pod_not_created", pod=f"{QUOTA_NS}/{name}"),
@@ -172,8 +207,14 @@ def test_5_5_denial_captured(lab: LabState, work: Workdir) -> None:
     accepted = [d for d in (real, lab_form) if d and "exceeded quota" in d]
     if not any(_squash(d) in _squash(text) for d in accepted):
         first = next((ln for ln in text.splitlines() if ln.strip()), "")
+        # when the pod was created, 2>&1 may well have been used: it captured the creation
+        hint, cause = None, None
+        if _went_elsewhere(lab, pod):
+            hint, cause = T("hint_denial_after_elsewhere", file=OVER_FILE), ELSEWHERE
         fail(
             expected=T("denial_captured", quota=QUOTA_NAME, pod=name),
             found=first[:300] or T("file_empty"),
             where=DENIED_FILE,
+            hint=hint,
+            cause=cause,
         )

@@ -160,6 +160,12 @@ def _apply_without_namespace(rel: str) -> Callable[[Any, Path], None]:
     return apply
 
 
+def _mutants() -> Any:
+    import tests.mutants as mutants
+
+    return mutants
+
+
 def _script(body: str) -> Callable[[Path], None]:
     return _write("bin/check-request.sh", body, 0o755)
 
@@ -677,6 +683,11 @@ def extra_cases() -> list[Case]:
             "5.4 team-over.yaml is in another namespace",
             frozenset({"5.4", "5.5"}),
             files=_file("k8s/team-over.yaml", "namespace: team-a", "namespace: gpu-share"),
+        ),
+        c(
+            "valid: team-over.yaml sets no namespace, applied with -n team-a",
+            frozenset(),
+            cluster=lambda lab, wd: _mutants().team_over_without_namespace("-n", "team-a")(lab, wd),
         ),
         c(
             "5.5 quota-denied.txt is UTF-16 (PowerShell's redirection)",
