@@ -5,7 +5,13 @@ from gpulab.deviceplugin import NONE, shown
 from gpulab.rules import find_object, usable, where_cm
 from gpushare.grading.checks import T, Value, check, fail
 from gpushare.grading.labstate import LabState
-from gpushare.submissions.workdir import LineDict, Workdir, load_yaml_text, yaml_kind
+from gpushare.submissions.workdir import (
+    FileProblem,
+    LineDict,
+    Workdir,
+    load_yaml_text,
+    yaml_kind,
+)
 
 READS, HINT_READS = QUERIES, HINT_QUERIES
 
@@ -50,7 +56,9 @@ def test_1_2_file_describes_the_configmap(lab: LabState, work: Workdir) -> None:
     cluster_data = cm.get("data") or {}
     for key in ("default", "shared"):
         # the value starts on the line after its key (``shared: |-``): lines are the file's
-        mine = usable(load_yaml_text(data[key], FILE, data.line_of(key) + 1))
+        mine = load_yaml_text(data[key], FILE, data.line_of(key) + 1)
+        if isinstance(mine, FileProblem):  # kubectl's own check cannot see into a string
+            fail(problem=mine.problem, where=mine.where, hint=T("hint_yaml_in_value", key=key))
         if mine != load_yaml_text(cluster_data.get(key) or "", key):
             fail(
                 expected=T("file_matches_cluster", key=key),

@@ -3,7 +3,15 @@
 from typing import NoReturn
 
 from gpulab import GPU, HINT_QUERIES, QUERIES, namespaces_of_pod
-from gpulab.rules import MIG_NODE, MIG_PROFILE, asks_one, find_object, line_of, usable
+from gpulab.rules import (
+    MIG_NODE,
+    MIG_PROFILE,
+    asks_one,
+    blocked_node_hint,
+    find_object,
+    line_of,
+    usable,
+)
 from gpushare.data import Json, JsonObject
 from gpushare.grading.checks import T, Value, check, fail
 from gpushare.grading.labstate import (
@@ -41,13 +49,21 @@ def _absent(lab: LabState, work: Workdir, name: str, expected: Value) -> NoRetur
     """
     elsewhere = namespaces_of_pod(lab, name)
     found: T | list[T] = T("absent")
+    hint = None
     if elsewhere:
         found = [T("pod_in_namespaces", pod=name, namespaces=tuple(elsewhere))]
         pod = _file_pod(work, name)
         meta = pod.get("metadata") if pod is not None else None
         if isinstance(meta, dict) and not meta.get("namespace"):
             found.append(T("file_sets_no_namespace", file=FILE, namespace=NS))
-    fail(expected=expected, found=found, where=T("cluster_pods", namespace=NS))
+            hint = T("hint_pods_elsewhere", namespaces=tuple(elsewhere), namespace=NS)
+    fail(
+        expected=expected,
+        found=found,
+        where=T("cluster_pods", namespace=NS),
+        hint=hint,
+        cause=f"pods:{FILE}:elsewhere" if hint else None,
+    )
 
 
 def _cluster_pod(lab: LabState, work: Workdir, name: str) -> JsonObject:
@@ -112,6 +128,7 @@ def _placed(lab: LabState, work: Workdir, name: str, resource: str) -> Json:
             expected=T("scheduled"),
             found=[T("pending"), T("scheduler_says", message=reason)] if reason else T("pending"),
             where=T("cluster_pod", pod=f"{NS}/{name}"),
+            hint=blocked_node_hint(lab, pod),
         )
     return node
 

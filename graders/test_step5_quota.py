@@ -5,7 +5,7 @@ import re
 from decimal import Decimal
 
 from gpulab import GPU, HINT_QUERIES, QUERIES, QUOTA_NAME, QUOTA_NS, namespaces_of_pod
-from gpulab.rules import asks_one, find_object, line_of, usable
+from gpulab.rules import asks_one, find_object, line_of, show_yaml, usable
 from gpushare.data import JsonObject
 from gpushare.grading.checks import CheckFailed, T, Value, check, fail
 from gpushare.grading.labstate import LabState, quantity, requested, show_quantity
@@ -20,14 +20,32 @@ KEY = f"requests.{GPU}"
 LIMIT = 2
 IN_CLUSTER = T("cluster_quota", quota=f"{QUOTA_NS}/{QUOTA_NAME}")
 ELSEWHERE = "team-over:elsewhere"  # the cause: the file's pod was created outside team-a
+ADMITTED = "team-over:admitted"  # the cause: the file's pod was admitted into team-a
 
 
 def _hard(obj: JsonObject, field: str = "spec") -> Decimal | None:
     return quantity(((obj.get(field) or {}).get("hard") or {}).get(KEY))
 
 
+def _near_keys(obj: JsonObject) -> dict[str, object]:
+    """Keys of ``spec.hard`` that name the GPU but not as ``requests.<resource name>``: the
+    bare ``nvidia.com/gpu`` (what a pod's limits say) or ``limits.nvidia.com/gpu``, which a
+    quota does not take for an extended resource."""
+    hard = (obj.get("spec") or {}).get("hard") or {}
+    return {k: v for k, v in hard.items() if isinstance(k, str) and k != KEY and k.endswith(GPU)}
+
+
 def _limits_to_two(quota: JsonObject, where: Value) -> None:
     if _hard(quota) != LIMIT:
+        near = _near_keys(quota)
+        if _hard(quota) is None and near:  # what they wrote, not "none"
+            key, value = next(iter(near.items()))
+            fail(
+                expected=f"spec.hard[{KEY}]: {LIMIT}",
+                found=T("quota_key_written", written=f"{key}: {show_yaml(value)}", key=KEY),
+                where=where,
+                hint=T("hint_quota_key_prefix", written=key),
+            )
         fail(expected=f"spec.hard[{KEY}]: {LIMIT}", found=show_quantity(_hard(quota)), where=where)
 
 
@@ -149,10 +167,14 @@ def test_5_4_team_over_is_denied(lab: LabState, work: Workdir) -> None:
             cause=ELSEWHERE,
         )
     if name in lab.pods(QUOTA_NS):
+        # admitted into team-a: the quota had room when the file was applied (before the two
+        # team pods filled it, or while it was not yet enforced)
         fail(
             expected=T("pod_not_created", pod=f"{QUOTA_NS}/{name}"),
             found=T("pod_exists", pod=f"{QUOTA_NS}/{name}"),
             where=T("cluster_pods", namespace=QUOTA_NS),
+            hint=T("hint_applied_before_full", file=OVER_FILE, quota=QUOTA_NAME),
+            cause=ADMITTED,
         )
     denial = _dry_run(lab, pod)
     if denial is None or f"exceeded quota: {QUOTA_NAME}" not in denial:
@@ -211,6 +233,8 @@ def test_5_5_denial_captured(lab: LabState, work: Workdir) -> None:
         hint, cause = None, None
         if _went_elsewhere(lab, pod):
             hint, cause = T("hint_denial_after_elsewhere", file=OVER_FILE), ELSEWHERE
+        elif name in lab.pods(QUOTA_NS):
+            hint, cause = T("hint_denial_after_admitted", file=OVER_FILE), ADMITTED
         fail(
             expected=T("denial_captured", quota=QUOTA_NAME, pod=name),
             found=first[:300] or T("file_empty"),

@@ -3,6 +3,7 @@
 from gpulab import GPU, HINT_QUERIES, MIG_PREFIX, QUERIES, configs, namespaces_of_pod
 from gpulab.rules import (
     PLACEMENT,
+    blocked_node_hint,
     dig,
     find_object,
     lab_node_labels,
@@ -145,6 +146,7 @@ def test_8_2_pods_on_the_right_nodes(lab: LabState) -> None:
                 expected=T("on_node", node=PLACEMENT[name]),
                 found=[found, T("scheduler_says", message=reason)] if reason else found,
                 where=T("cluster_pod", pod=f"{NS}/{name}"),
+                hint=blocked_node_hint(lab, pod) if not node else None,
             )
 
 

@@ -186,10 +186,96 @@ AFFINITY_TWO = (
 )
 
 
+def _loop(old: str, new: str) -> str:
+    """The reference Python script of tests/mutants.py with ``old`` replaced by ``new``."""
+    m = _mutants()
+    assert old in m.REFERENCE_LOOP, old
+    return str(m.script_variant(loop=m.REFERENCE_LOOP.replace(old, new)))
+
+
+def _applied_before_the_quota_was_full(lab: Any, wd: Path) -> None:
+    """team-over.yaml applied while team-a's quota had room, the team pods after it: the
+    apiserver admits team-over and denies the second team pod. The learner's capture (2>&1)
+    holds what kubectl said of team-over."""
+    from tests.helpers import kubectl
+
+    _kubectl(lab, "delete", "pod", "-n", "team-a", "team-a-2", "--force", "--grace-period=0")
+    out = kubectl(lab, "apply", "-f", str(wd / "k8s/team-over.yaml"), check=False)
+    (wd / "out/quota-denied.txt").write_text(out.stdout + out.stderr)
+    _kubectl(lab, "wait", "-n", "team-a", "--for=condition=PodScheduled", "pod/team-over")
+    kubectl(lab, "apply", "-f", str(wd / "k8s/team-pods.yaml"), check=False)
+
+
+def _product_as_annotation(lab: Any, wd: Path) -> None:
+    _kubectl(lab, "label", "node", "lab-node-2", "nvidia.com/gpu.product-")
+    _kubectl(lab, "annotate", "node", "lab-node-2", "nvidia.com/gpu.product=NVIDIA-H100-80GB")
+
+
 def extra_cases() -> list[Case]:
     """Cases for the failure paths the mutants do not take, one mistake each."""
     c = Case
     return [
+        # a failure whose own hint replaces the check's (what was found, not what is asked)
+        c(
+            "6.x OVER lines name the pod, not the container",
+            frozenset({"6.2", "6.5"}),
+            files=_script(_loop("OVER={c['name']}", "OVER={doc['metadata']['name']}")),
+        ),
+        c(
+            "6.x the script always exits 0",
+            frozenset({"6.2", "6.5"}),
+            files=_script(_loop("sys.exit(1 if over else 0)", "sys.exit(0)")),
+        ),
+        c(
+            "6.x the answer printed on standard error",
+            frozenset(S6),
+            files=_script(
+                _loop(
+                    'print("\\n".join(over) if over else "OK")',
+                    'print("\\n".join(over) if over else "OK", file=sys.stderr)',
+                )
+            ),
+        ),
+        c(
+            "5.1 quota key without requests. (nvidia.com/gpu)",
+            frozenset({"5.1"}),
+            files=_file("k8s/gpu-quota.yaml", "requests.nvidia.com/gpu: 2", 'nvidia.com/gpu: "2"'),
+        ),
+        c(
+            "3.1 nvidia.com/gpu.product set as an annotation",
+            frozenset({"3.1"}),
+            cluster=_product_as_annotation,
+        ),
+        c(
+            "8.1 placement.yaml has a YAML syntax error",
+            frozenset({"8.1"}),
+            files=_file(
+                PLACEMENT, "  containers:\n    - name: lab\n", "  containers\n    - name: lab\n"
+            ),
+        ),
+        c(
+            "4.4 plain-gpu Pending: the GPU nodes tainted",
+            frozenset({"4.4"}),
+            cluster=_steps(
+                _k("taint", "node", "lab-node-0", "lab-node-1", "gpu=busy:NoSchedule"),
+                lambda lab, wd: _kubectl(
+                    lab,
+                    "delete",
+                    "pod",
+                    "-n",
+                    "gpu-share",
+                    "plain-gpu",
+                    "--force",
+                    "--grace-period=0",
+                ),
+                lambda lab, wd: _kubectl(lab, "apply", "-f", str(wd / "k8s/mig-job.yaml")),
+            ),
+        ),
+        c(
+            "5.4 and 5.5: team-over.yaml applied before the team pods filled the quota",
+            frozenset({"5.4", "5.5"}),
+            cluster=_applied_before_the_quota_was_full,
+        ),
         c("fresh lab, empty work dir", frozenset({ALL}), fresh=True),
         c(
             "fresh lab with lab-node-0 and lab-node-2 deleted",

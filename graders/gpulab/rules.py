@@ -15,7 +15,7 @@ import yaml
 from gpulab import CONFIG_LABEL, CONFIGMAP_NAME, CONFIGMAP_NS
 from gpushare.data import Json, JsonObject
 from gpushare.grading.checks import T, Value, fail
-from gpushare.grading.labstate import LabState, quantity, requested, show_quantity
+from gpushare.grading.labstate import LabState, pending_reason, quantity, requested, show_quantity
 from gpushare.lab import nodes
 from gpushare.submissions.workdir import FileProblem, LineDict
 
@@ -160,11 +160,27 @@ def asks_one(pod: JsonObject, resource: str, where: Value) -> None:
         fail(expected=f"{resource}: 1", found=f"{resource}: {show_quantity(asked)}", where=where)
 
 
+# A file problem whose check's own hint (about the file's content) would mislead: the hint
+# for what was found instead. A YAML syntax error is found by kubectl's client-side check,
+# which names the line; a line of the isolation table that is not KEY=value gets the form.
+_PROBLEM_HINTS = {
+    "yaml_invalid": "hint_yaml_syntax",
+    "yaml_invalid_nowhere": "hint_yaml_syntax",
+    "line_not_key_value": "hint_key_value_form",
+}
+
+
 def usable(read: R | FileProblem) -> R:
     """What was read of a learner's file; a missing or broken file fails the check with its
-    problem (``usable(work.objects(FILE))``)."""
+    problem (``usable(work.objects(FILE))``), and the hint for that problem where one exists."""
     if isinstance(read, FileProblem):
-        fail(problem=read.problem, where=read.where)
+        key = _PROBLEM_HINTS.get(read.problem.key)
+        fail(
+            problem=read.problem,
+            where=read.where,
+            hint=T(key, file=read.path) if key else None,
+            cause=f"file:{read.path}:{read.problem.key}",
+        )
     return read
 
 
@@ -204,3 +220,34 @@ def line_of(obj: object, rel: str, *path: str) -> str:
         else:
             break
     return f"{rel}:{line}" if line else rel
+
+
+def blocked_node_hint(lab: LabState, pod: JsonObject) -> T | None:
+    """For a pod the scheduler left Pending because of a cordoned or tainted node: the hint
+    that names those nodes and how such a node is freed; None for any other reason.
+
+    ``kubectl cordon`` sets ``spec.unschedulable`` (and the taint
+    ``node.kubernetes.io/unschedulable``), which the scheduler reports as "node(s) were
+    unschedulable"; another NoSchedule/NoExecute taint the pod does not tolerate it reports as
+    "untolerated taint". The scheduler's own sentence is in the failure's Found.
+    """
+    reason = pending_reason(pod) or ""
+    try:
+        nodes = lab.nodes()
+    except Exception:  # an explanation only: never a reason to fail
+        return None
+    cordoned = sorted(n for n, o in nodes.items() if dig(o, "spec", "unschedulable") is True)
+    tainted = sorted(
+        n
+        for n, o in nodes.items()
+        if n not in cordoned
+        and any(
+            isinstance(t, dict) and t.get("effect") in ("NoSchedule", "NoExecute")
+            for t in (dig(o, "spec", "taints") or [])
+        )
+    )
+    if "unschedulable" in reason and cordoned:
+        return T("hint_node_cordoned", nodes=tuple(cordoned))
+    if "taint" in reason and tainted:
+        return T("hint_node_tainted", nodes=tuple(tainted))
+    return None
