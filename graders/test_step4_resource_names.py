@@ -9,7 +9,8 @@ from gpulab.rules import (
     asks_one,
     blocked_node_hint,
     find_object,
-    line_of,
+    in_pod,
+    pod_line,
     usable,
 )
 from gpushare.data import Json, JsonObject
@@ -78,7 +79,7 @@ def test_4_1_file_holds_the_two_pods(lab: LabState, work: Workdir) -> None:
     objs = usable(work.objects(FILE))
     for name, resource in PODS.items():
         pod = find_object(objs, "Pod", name, NS, FILE)
-        asks_one(pod, resource, where=line_of(pod, FILE, "spec", "containers"))
+        asks_one(pod, resource, where=pod_line(pod, FILE, "spec", "containers"))
     for name, resource in PODS.items():
         pod = find_object(objs, "Pod", name, NS, FILE)
         live = lab.pods(NS).get(name)
@@ -90,7 +91,7 @@ def test_4_1_file_holds_the_two_pods(lab: LabState, work: Workdir) -> None:
             fail(
                 expected=T("file_matches_cluster", key=name),
                 found=T("file_differs_from_cluster", key=name),
-                where=f"{FILE}:{pod.line}",
+                where=in_pod(f"{FILE}:{pod.line}", pod),
             )
 
 
@@ -104,7 +105,7 @@ def test_4_2_no_node_conditions(lab: LabState, work: Workdir) -> None:
             fail(
                 expected=T("no_node_condition"),
                 found=T("conditions_set", conditions=tuple(conds)),
-                where=line_of(pod, FILE, "spec", conds[0].split(".")[0]),
+                where=pod_line(pod, FILE, "spec", conds[0].split(".")[0]),
             )
     for name in PODS:
         live = _cluster_pod(lab, work, name)

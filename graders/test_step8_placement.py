@@ -7,7 +7,7 @@ from gpulab.rules import (
     dig,
     find_object,
     lab_node_labels,
-    line_of,
+    pod_line,
     show_yaml,
     usable,
 )
@@ -64,7 +64,7 @@ def test_8_1_placement_file(lab: LabState, work: Workdir) -> None:
             fail(
                 expected=problem[0],
                 found=problem[1],
-                where=line_of(pod, FILE, "spec", "containers"),
+                where=pod_line(pod, FILE, "spec", "containers"),
                 cause=_renamed_cause(lab, pod),
             )
         spec = pod.get("spec")
@@ -72,14 +72,14 @@ def test_8_1_placement_file(lab: LabState, work: Workdir) -> None:
             fail(
                 expected=T("by_label"),
                 found=f"nodeName: {spec['nodeName']}",
-                where=line_of(pod, FILE, "spec", "nodeName"),
+                where=pod_line(pod, FILE, "spec", "nodeName"),
             )
         chosen = sorted(n for n, labels in nodes.items() if selects_by_label(pod, labels))
         if selects_by_label(pod, {}) is None or chosen != [PLACEMENT[name]]:
             fail(
                 expected=T("selects_only", node=PLACEMENT[name]),
                 found=_selection(pod, chosen),
-                where=line_of(pod, FILE, "spec"),
+                where=pod_line(pod, FILE, "spec"),
             )
 
 

@@ -741,3 +741,26 @@ def test_findings_say_what_was_found(outcomes):
     assert "nvidia.com/gpu: '2'" in en and "<none>" not in en
     note = _case(outcomes, "3.1 nvidia.com/gpu.product set as an annotation").failures["3.1"]
     assert "annotation_not_label" in _keys(note.found)
+
+
+def test_where_into_a_multi_pod_file_names_the_pod(outcomes):
+    """k8s/placement.yaml:37 (pod batch-train): a line number alone makes the learner count
+    documents. A file that cannot be read as YAML has no pods to name."""
+    files = ("k8s/mig-job.yaml:", "k8s/placement.yaml:")
+    unnamed = {}
+    for o, number, lang, _text in _rendered(outcomes):
+        failure = o.failures[number]
+        if failure.problem is not None and failure.problem.key.startswith("yaml_"):
+            continue
+        where = render_where(failure, lang)
+        if any(f in where for f in files) and not re.search(
+            r"(\(pod |（Pod |\(파드 )\S+[)）]", where
+        ):
+            unnamed[(o.case, number, lang)] = where
+    assert unnamed == {}
+    named = _case(outcomes, "8.1 batch-train pinned by nodeName").failures["8.1"]
+    assert messages.render_value(named.where, "en").endswith("(pod batch-train)")
+
+
+def render_where(failure, lang: str) -> str:
+    return messages.render_value(failure.where, lang) if failure.where is not None else ""

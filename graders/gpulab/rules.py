@@ -191,10 +191,11 @@ def find_object(objs: list[LineDict], kind: str, name: str, namespace: str, rel:
         if isinstance(meta, LineDict) and obj.get("kind") == kind and meta.get("name") == name:
             ns = meta.get("namespace")
             if ns not in (None, namespace):
+                where = f"{rel}:{meta.line_of('namespace')}"
                 fail(
                     expected=T("in_namespace", namespace=namespace),
                     found=str(ns),
-                    where=f"{rel}:{meta.line_of('namespace')}",
+                    where=in_pod(where, obj) if kind == "Pod" else where,
                 )
             return obj
     present = [
@@ -207,6 +208,20 @@ def find_object(objs: list[LineDict], kind: str, name: str, namespace: str, rel:
         found=T("objects_are", objects=tuple(present) or T("none")),
         where=rel,
     )
+
+
+def in_pod(where: str, pod: object) -> T | str:
+    """A ``file:line`` into a file of several pods, with the pod it falls in
+    ("k8s/placement.yaml:37 (pod batch-train)"): a line number alone makes the learner count
+    documents."""
+    meta = pod.get("metadata") if isinstance(pod, dict) else None
+    name = meta.get("name") if isinstance(meta, dict) else None
+    return T("where_in_pod", where=where, pod=name) if isinstance(name, str) and name else where
+
+
+def pod_line(pod: object, rel: str, *path: str) -> T | str:
+    """:func:`line_of` into a pod of a multi-pod file, naming the pod (:func:`in_pod`)."""
+    return in_pod(line_of(pod, rel, *path), pod)
 
 
 def line_of(obj: object, rel: str, *path: str) -> str:
