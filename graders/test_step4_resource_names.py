@@ -74,6 +74,17 @@ def _cluster_pod(lab: LabState, work: Workdir, name: str) -> JsonObject:
     return pod
 
 
+def _preferred_only(pod: JsonObject, conds: list[str]) -> bool:
+    """Whether the pod's only node constraint is a preferred node affinity: one that forbids
+    no node but still steers the scheduler, so it counts here too (graders/RULES.md)."""
+    affinity = ((pod.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {}
+    return (
+        conds == ["affinity.nodeAffinity"]
+        and isinstance(affinity, dict)
+        and set(affinity) == {"preferredDuringSchedulingIgnoredDuringExecution"}
+    )
+
+
 @check("4.1", 3)
 def test_4_1_file_holds_the_two_pods(lab: LabState, work: Workdir) -> None:
     objs = usable(work.objects(FILE))
@@ -106,6 +117,7 @@ def test_4_2_no_node_conditions(lab: LabState, work: Workdir) -> None:
                 expected=T("no_node_condition"),
                 found=T("conditions_set", conditions=tuple(conds)),
                 where=pod_line(pod, FILE, "spec", conds[0].split(".")[0]),
+                hint=T("hint_preferred_affinity") if _preferred_only(pod, conds) else None,
             )
     for name in PODS:
         live = _cluster_pod(lab, work, name)

@@ -186,6 +186,14 @@ AFFINITY_TWO = (
 )
 
 
+PREFERRED = (
+    "  affinity:\n    nodeAffinity:\n      preferredDuringSchedulingIgnoredDuringExecution:\n"
+    "        - weight: 1\n          preference:\n            matchExpressions:\n"
+    "              - key: nvidia.com/device-plugin.config\n                operator: In\n"
+    "                values: [default]\n"
+)
+
+
 def _loop(old: str, new: str) -> str:
     """The reference Python script of tests/mutants.py with ``old`` replaced by ``new``."""
     m = _mutants()
@@ -211,6 +219,27 @@ def _product_as_annotation(lab: Any, wd: Path) -> None:
     _kubectl(lab, "annotate", "node", "lab-node-2", "nvidia.com/gpu.product=NVIDIA-H100-80GB")
 
 
+def _mps_by_patch(lab: Any, wd: Path) -> None:
+    """The file without mps, applied; then mps added to the live ConfigMap by kubectl patch."""
+    text = (wd / CM).read_text()
+    head, sep, mps = text.partition("  mps: |-\n")
+    assert sep, "no mps key in the ConfigMap's file"
+    (wd / CM).write_text(head)
+    _kubectl(lab, "apply", "-f", str(wd / CM))
+    value = "".join(ln[4:] + "\n" for ln in mps.splitlines())
+    patch = json.dumps({"data": {"mps": value.rstrip("\n")}})
+    _kubectl(lab, "patch", "configmap", "-n", "gpu-share", "device-plugin-configs", "-p", patch)
+
+
+def _shared_as_json_string(lab: Any, wd: Path) -> None:
+    """shared written as one double-quoted YAML string with \\n escapes (as JSON writes it)."""
+    text = (wd / CM).read_text()
+    value = "".join(ln[4:] + "\n" for ln in SHARED_BLOCK.splitlines()[1:]).rstrip("\n")
+    _edit(wd / CM, SHARED_BLOCK, f"  shared: {json.dumps(value)}\n")
+    assert (wd / CM).read_text() != text
+    _kubectl(lab, "apply", "-f", str(wd / CM))
+
+
 def extra_cases() -> list[Case]:
     """Cases for the failure paths the mutants do not take, one mistake each."""
     c = Case
@@ -233,6 +262,26 @@ def extra_cases() -> list[Case]:
                 _loop(
                     'print("\\n".join(over) if over else "OK")',
                     'print("\\n".join(over) if over else "OK", file=sys.stderr)',
+                )
+            ),
+        ),
+        c(
+            "valid: the answer in CRLF lines, then a blank line",
+            frozenset(),
+            files=_script(
+                _loop(
+                    'print("\\n".join(over) if over else "OK")',
+                    'sys.stdout.write("\\r\\n".join(over or ["OK"]) + "\\r\\n\\r\\n")',
+                )
+            ),
+        ),
+        c(
+            "valid: the script counts initContainers too (no case has any)",
+            frozenset(),
+            files=_script(
+                _loop(
+                    'for c in doc["spec"]["containers"]:',
+                    'for c in doc["spec"]["containers"] + doc["spec"].get("initContainers", []):',
                 )
             ),
         ),
@@ -275,6 +324,37 @@ def extra_cases() -> list[Case]:
             "5.4 and 5.5: team-over.yaml applied before the team pods filled the quota",
             frozenset({"5.4", "5.5"}),
             cluster=_applied_before_the_quota_was_full,
+        ),
+        # the choices the lab text leaves open, as graders/RULES.md states them
+        c(
+            "4.2 plain-gpu with a preferred node affinity",
+            frozenset({"4.2"}),
+            files=_file(
+                "k8s/mig-job.yaml",
+                "  name: plain-gpu\n  namespace: gpu-share\nspec:\n",
+                "  name: plain-gpu\n  namespace: gpu-share\nspec:\n" + PREFERRED,
+            ),
+        ),
+        c(
+            "1.2 the file's mps differs from the cluster's (replicas 2 in the file only)",
+            frozenset({"1.2"}),
+            files=_file(
+                CM,
+                "      mps:\n        resources:\n          - name: nvidia.com/gpu\n"
+                "            replicas: 4",
+                "      mps:\n        resources:\n          - name: nvidia.com/gpu\n"
+                "            replicas: 2",
+            ),
+        ),
+        c(
+            "valid: mps added by kubectl patch, the file without it",
+            frozenset(),
+            cluster=_mps_by_patch,
+        ),
+        c(
+            "valid: shared written as a double-quoted string",
+            frozenset(),
+            cluster=_shared_as_json_string,
         ),
         c("fresh lab, empty work dir", frozenset({ALL}), fresh=True),
         c(

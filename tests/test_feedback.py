@@ -711,6 +711,7 @@ FINDING_HINTS = {
         "5.5": "hint_denial_after_admitted",
     },
     "7.2 and 7.3: a line that is not KEY=value": {"7.2": "hint_key_value_form"},
+    "4.2 plain-gpu with a preferred node affinity": {"4.2": "hint_preferred_affinity"},
 }
 
 
