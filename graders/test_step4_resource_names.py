@@ -13,16 +13,21 @@ from gpulab.rules import (
     pod_line,
     usable,
 )
-from gpushare.data import Json, JsonObject
-from gpushare.grading.checks import T, Value, check, fail
-from gpushare.grading.labstate import (
+from gpushare.lab_api import (
+    Json,
+    JsonObject,
     LabState,
+    LineDict,
+    T,
+    Value,
+    Workdir,
+    check,
+    fail,
     node_conditions,
     pending_reason,
     quantity,
     requested,
 )
-from gpushare.submissions.workdir import LineDict, Workdir
 
 READS, HINT_READS = QUERIES, HINT_QUERIES
 

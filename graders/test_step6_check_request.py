@@ -10,7 +10,7 @@ from typing import NoReturn
 
 from gpulab import requestruns
 from gpulab.requestruns import SCRIPT, TIMEOUT_S, CaseRun, RequestRuns, stderr_tail
-from gpushare.grading.checks import T, check, fail
+from gpushare.lab_api import T, check, fail
 
 BACKGROUND = {"request_runs": requestruns.start}
 
@@ -40,9 +40,10 @@ def _script_ok(runs: RequestRuns, strict: bool = False) -> None:
         # without its execute bit the script is still run, by the interpreter of its #! line
         # (requestruns.RequestRuns._command): this check alone costs, and the hint says so
         fail(
-            problem=T(f"script_problem_{runs.problem}"),
+            problem=runs.problem_said(),
             where=SCRIPT,
             hint=T("hint_not_executable") if runs.command is not None else None,
+            cause=runs.cause,
         )
 
 

@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 from gpushare.lab import cluster
+from gpushare.labkit import Kit
 from tests.helpers import ALL_CHECKS, MAX_SCORE, ROOT, _gpushare, kubectl, run_grade
 from tests.mutants import (
     CLUSTER_MUTANTS,
@@ -24,6 +25,8 @@ from tests.mutants import (
     break_files,
     play_alternatives,
 )
+
+KIT = Kit(ROOT)  # the lab's gates (gpushare.labkit), as another lab's tests call them
 
 
 def test_fresh_lab_fails_every_check(lab, state, tmp_path):
@@ -50,8 +53,8 @@ def test_reference_solution_gets_full_score(lab, state, tmp_path):
 
 
 def test_every_check_is_targeted_by_a_mutant():
-    targeted = set().union(*(m.fails for m in FILE_MUTANTS + CLUSTER_MUTANTS))
-    assert targeted == ALL_CHECKS
+    assert KIT.untargeted(FILE_MUTANTS + CLUSTER_MUTANTS) == []
+    assert KIT.unknown(FILE_MUTANTS + CLUSTER_MUTANTS) == []
 
 
 def _check_mutant(run, mutant: Mutant) -> None:
@@ -211,7 +214,7 @@ def test_grading_the_lab_by_name_neither_starts_nor_repairs_it(lab, state, clien
     absent = f"gpushare-test-absent-{os.getpid()}"
     proc = _gpushare("grade", "--workdir", str(workdir), env={"GPUSHARE_CLUSTER": absent})
     assert proc.returncode == 2
-    assert f"the lab {absent} is not up" in proc.stderr and "gpushare up" in proc.stderr
+    assert f"the lab {absent} does not exist" in proc.stderr and lab.name in proc.stderr
     pytest_run = subprocess.run(
         [sys.executable, "-m", "pytest", "graders", "--workdir", str(workdir), "-q"],
         capture_output=True,
@@ -224,8 +227,31 @@ def test_grading_the_lab_by_name_neither_starts_nor_repairs_it(lab, state, clien
         timeout=120,
     )
     assert pytest_run.returncode == 2, pytest_run.stdout + pytest_run.stderr
-    assert f"the lab {absent} is not up" in pytest_run.stdout + pytest_run.stderr
+    assert f"the lab {absent} does not exist" in pytest_run.stdout + pytest_run.stderr
     assert not cluster.Lab(absent).dir.exists()
+
+
+def test_a_missing_work_dir_is_said_once_first_and_no_file_is_called_missing(lab, state, tmp_path):
+    """The learner's default /root/gpushare, or a WORKDIR= typo: the grade's first line says the
+    folder does not exist and how to name another; no file check says its file is missing."""
+    gone = tmp_path / "nowhere"
+    proc = _gpushare(
+        "grade",
+        "--kubeconfig",
+        str(lab.kubeconfig),
+        "--workdir",
+        str(gone),
+        "--lang",
+        "en",
+        "--color",
+        "no",
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    first, *rest = proc.stdout.splitlines()
+    assert f"{gone} does not exist" in first and "WORKDIR=DIR" in first and "--workdir" in first
+    assert "The file does not exist." not in proc.stdout
+    assert "bin/check-request.sh does not exist" not in proc.stdout
+    assert sum(f"{gone} does not exist (see the first line)" in line for line in rest) >= 2
 
 
 def test_pytest_graders_gives_the_same_checks_and_score(lab, state, tmp_path):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # step 6 imports this package before anything heavy: see BACKGROUND
-    from gpushare.grading.labstate import LabState
+    from gpushare.lab_api import LabState
 
 GPU = "nvidia.com/gpu"
 MIG_PREFIX = "nvidia.com/mig-"

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn, ParamSpec, TypedDict, TypeVar
 
 from gpushare.reports.messages import T as T  # re-exported: graders write T(...) too
+from gpushare.submissions.workdir import WORKDIR_ABSENT as WORKDIR_ABSENT  # re-exported
 
 P = ParamSpec("P")
 R = TypeVar("R")

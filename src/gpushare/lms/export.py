@@ -131,7 +131,7 @@ def export(
         )
     if lang is not None:
         try:
-            lang = messages.resolve_lang(lang)
+            lang = messages.resolve_lang(lang, instructor=True)
         except ValueError as exc:
             raise ExportError(str(exc)) from None
     if not assignment.strip():

@@ -46,11 +46,11 @@ from gpushare.classroom.inputs import seed_for
 from gpushare.data import JsonObject
 from gpushare.grading import guard
 from gpushare.grading.errors import GradeError
-from gpushare.grading.grade import OptionError, Options, grade
+from gpushare.grading.grade import OptionError, Options, grade, lab_points
 from gpushare.locations import default_fixtures, graders_dir, lock_file
 from gpushare.reports import clean, messages, terminal
 from gpushare.reports.messages import T
-from gpushare.reports.policy import Policy, PolicyError
+from gpushare.reports.policy import Policy, PolicyError, total_warning
 from gpushare.reports.policy import load as load_policy
 from gpushare.reports.results import Report
 from gpushare.sandbox import levels
@@ -152,19 +152,24 @@ def bundle(
         raise BundleError(f"--timeout {timeout:g}: give seconds below Gradescope's 600")
     if sandbox not in ("auto", "require"):
         raise BundleError(f"--sandbox {sandbox}: auto or require")
-    # --lang, else GPUSHARE_LANG, else zh: written out, never the builder's locale, nor null
-    chosen = lang or os.environ.get("GPUSHARE_LANG") or messages.DEFAULT_LANG
+    # --lang, else GPUSHARE_LANG, else the lab's default: written out, never the builder's
+    # locale, nor null
+    chosen = lang or os.environ.get("GPUSHARE_LANG") or messages.lab_default()
     try:
         lang = messages.resolve_lang(chosen)
     except ValueError as exc:
         raise BundleError(str(exc)) from None
     policy_bytes = DEFAULT_POLICY.encode()  # always one, so every bundle has the same layout
+    loaded = None
     if policy is not None:
         try:
-            load_policy(Path(policy))
+            loaded = load_policy(Path(policy))
         except PolicyError as exc:
             raise BundleError(str(exc)) from None
         policy_bytes = Path(policy).read_bytes()
+    warning = total_warning(loaded, lab_points())  # the Gradescope assignment's points
+    if warning:
+        print(warning, file=sys.stderr)
     settings = {
         "gpushare_version": __version__,
         "timeout": timeout,
@@ -306,7 +311,7 @@ def run(root: Path) -> int:
     try:
         lang = messages.resolve_lang(settings["lang"])
     except ValueError:
-        lang = messages.DEFAULT_LANG
+        lang = messages.lab_default()
     # the uid level: none of ours readable by the runs
     levels.protect_at_uid([root / "source", root / "results", root / "submission", root])
     upload, problem, params = find_upload(root / "submission")

@@ -13,7 +13,7 @@ import sys
 import unicodedata
 
 from gpushare.reports import clean, messages
-from gpushare.reports.results import Report
+from gpushare.reports.results import CheckResult, Report
 
 GREEN, RED, BOLD, DIM, RESET = "\x1b[32m", "\x1b[31m", "\x1b[1m", "\x1b[2m", "\x1b[0m"
 
@@ -43,6 +43,9 @@ def render(report: Report, *, color: bool, feedback: bool = True) -> str:
 
     ok_word, fail_word = messages.label("pass", lang), messages.label("fail", lang)
     out: list[str] = []
+    notice = report.workdir_notice()
+    if notice:  # first: it explains every file check's failure below
+        out.append(paint(RED, clean.line(notice)))
     out.append(paint(BOLD, messages.label("summary_title", lang)))
     # under an instructor's policy only the visible checks count here: the points of the
     # others would tell how they went (see gpushare.reports.policy)
@@ -61,11 +64,13 @@ def render(report: Report, *, color: bool, feedback: bool = True) -> str:
     verdict = report.verdict()
     if verdict:
         out.append(paint(GREEN, "  " + verdict))
-    workdir = clean.line(report.workdir)
-    out.append(paint(DIM, f"  seed={report.seed}  lang={lang}  workdir={workdir}"))
+    graded = {k: clean.line(v) for k, v in (report.cluster or {}).items() if v is not None}
+    # a snapshot's work dir is a folder of the machine that captured it (often a temporary
+    # one): the snapshot line below says what was graded
+    place = "" if graded.get("snapshot") else f"  workdir={clean.line(report.workdir)}"
+    out.append(paint(DIM, f"  seed={report.seed}  lang={lang}{place}"))
     if report.isolation:  # how the learner's script ran (gpushare.sandbox.levels)
         out.append(paint(DIM, f"  isolation={report.isolation}"))
-    graded = {k: clean.line(v) for k, v in (report.cluster or {}).items() if v is not None}
     if graded.get("snapshot"):  # what was judged, so nobody grades the wrong one unseen
         out.append(paint(DIM, f"  snapshot={graded['snapshot']}"))
         out.append(
@@ -90,9 +95,17 @@ def render(report: Report, *, color: bool, feedback: bool = True) -> str:
     if feedback and failed:
         out.append("")
         out.append(paint(BOLD, messages.label("failures_title", lang)))
-        for c in failed:
-            head = f"[{c.number}] {c.title}  (0/{c.max_score})"
-            out.append(paint(RED, head))
-            out.extend("    " + line for line in clean.text(c.output).splitlines())
-            out.append("")
+        out.extend(failure_lines(failed, color=color))
     return "\n".join(out).rstrip() + "\n"
+
+
+def failure_lines(failed: list[CheckResult], *, color: bool) -> list[str]:
+    """Each failed check's block as ``gpushare grade`` prints it (``gpushare watch`` shows the
+    same blocks for the step the learner is on)."""
+    out: list[str] = []
+    for c in failed:
+        head = f"[{c.number}] {c.title}  (0/{c.max_score})"
+        out.append(f"{RED}{head}{RESET}" if color else head)
+        out.extend("    " + line for line in clean.text(c.output).splitlines())
+        out.append("")
+    return out

@@ -85,6 +85,11 @@ def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> LineDict:
 _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
+# The cause of every failure of a learner's file when the work dir itself is missing: the
+# report says that once, first, with how to name another (``--workdir``, ``WORKDIR=``)
+WORKDIR_ABSENT = "workdir:absent"
+
+
 @dataclass
 class FileProblem:
     """Why a file could not be used; ``problem`` is a catalog value with its parameters."""
@@ -92,6 +97,7 @@ class FileProblem:
     path: str
     problem: T
     line: int | None = None
+    cause: str | None = None  # the root it follows from (checks.CheckFailed's), if not the file
 
     @property
     def where(self) -> str:
@@ -168,6 +174,17 @@ class Workdir:
         self.root = root
         self.recorded = recorded or {}
         self._objects: dict[str, list[LineDict] | FileProblem] = {}
+        # the paths the checks read (read_text), which `gpushare watch` grades a step again on
+        self.touched: set[str] = set()
+        self._absent: bool | None = None
+
+    @property
+    def absent(self) -> bool:
+        """Whether the work dir itself is missing (or not a folder): a wrong ``--workdir`` or
+        ``WORKDIR=``, not a file the learner forgot. Looked at once per grade."""
+        if self._absent is None:
+            self._absent = not self.root.is_dir()
+        return self._absent
 
     def _recorded(self, rel: str) -> FileProblem | None:
         """The snapshot's record for ``rel`` or for a folder on its way (``k8s`` -> /tmp)."""
@@ -187,6 +204,9 @@ class Workdir:
         Only files inside the work dir count: a link that leads out of it is a problem here,
         as in a snapshot, which records such a link and never follows it.
         """
+        self.touched.add(rel)
+        if self.absent:  # every file fails for that one reason, said once, first (the report)
+            return FileProblem(rel, T("workdir_absent", root=str(self.root)), cause=WORKDIR_ABSENT)
         p = self.root / rel
         recorded = self._recorded(rel)
         if recorded is not None:
