@@ -131,7 +131,7 @@ def test_every_make_target_named_exists(page):
         for span in _spans(_text(page))
         for _, target in re.findall(r"(?:^|[\s;&(])make ((?:[A-Z_]+=\S+ )*)([a-z][\w-]*)", span)
     }
-    assert named or page.name in ("lab-author.md", "cli.md", "index.md"), "no make target?"
+    assert named or page.name in ("cli.md", "index.md") or page.name.startswith("RULES"), page
     missing = sorted(named - _targets())
     assert not missing, missing
 

@@ -154,3 +154,18 @@ def test_the_learner_image_ships_it():
                 assert not (rule and not rule.startswith("#") and "handout" in rule), rule
                 assert rule.rstrip("/") not in ("graders", "graders/*", "**/*.md"), rule
     assert all((HANDOUT / f"{lang}.md").exists() for lang in LANGS)
+
+
+def test_lab_rules_shows_how_each_step_is_graded(tmp_path):
+    """``--rules``: graders/RULES.<lang>.md (RULES.md for English), else English with a line."""
+    for lang, name in (("en", "RULES.md"), ("zh", "RULES.zh.md"), ("ko", "RULES.ko.md")):
+        proc = _gpushare("lab", "--rules", "--lang", lang)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout == (ROOT / "graders" / name).read_text(encoding="utf-8")
+    graders = tmp_path / "graders"
+    shutil.copytree(ROOT / "graders", graders, ignore=shutil.ignore_patterns("__pycache__"))
+    (graders / "RULES.ko.md").unlink()
+    proc = _gpushare("lab", "--rules", "--lang", "ko", env={"GPUSHARE_GRADERS": str(graders)})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == (ROOT / "graders" / "RULES.md").read_text(encoding="utf-8")
+    assert "'ko'" in proc.stderr

@@ -82,6 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("lab", help="show the lab's handout: the steps, in your language, paged")
     p.add_argument("--lang", help="zh, ko or en (default: as gpushare grade chooses)")
     p.add_argument("--no-pager", action="store_true", help="write the text without a pager")
+    p.add_argument(
+        "--rules", action="store_true", help="how each step is graded (graders/RULES.md)"
+    )
 
     p = sub.add_parser("solve", help="apply the reference solution to the lab and a workdir")
     _add_cluster(p)
@@ -448,12 +451,15 @@ def _lab(args: argparse.Namespace) -> int:
     from gpushare.reports import handout, messages  # lazy: only this command reads them
 
     try:
-        lang, warning = handout.choose(messages.resolve_lang(args.lang))
+        if args.rules:
+            body, warning = handout.rules(messages.resolve_lang(args.lang))
+        else:
+            lang, warning = handout.choose(messages.resolve_lang(args.lang))
+            body = handout.text(lang)
     except (ValueError, handout.HandoutError) as exc:
         return _fail(str(exc))
     if warning:
         print(f"gpushare: {warning}", file=sys.stderr)
-    body = handout.text(lang)
     if args.no_pager:
         sys.stdout.write(body)
     else:

@@ -50,6 +50,19 @@ def text(lang: str) -> str:
     return (folder() / f"{lang}.md").read_text(encoding="utf-8")
 
 
+def rules(lang: str) -> tuple[str, str | None]:
+    """``(text, warning)``: how each step is graded, ``graders/RULES.<lang>.md`` (English is
+    ``RULES.md``), else the English rules with a line saying so."""
+    name = "RULES.md" if lang == "en" else f"RULES.{lang}.md"
+    path = graders_dir() / name
+    if not path.exists():
+        path = graders_dir() / "RULES.md"
+        if not path.exists():
+            raise HandoutError(f"this lab states no rules ({graders_dir()}/RULES.md)")
+        return path.read_text(encoding="utf-8"), f"the rules have no '{lang}' text; showing 'en'"
+    return path.read_text(encoding="utf-8"), None
+
+
 def show(body: str, out: TextIO | None = None, pager: str | None = None) -> None:
     """Write ``body`` through ``$PAGER`` (else ``less -R``) on a terminal, plainly otherwise.
 
