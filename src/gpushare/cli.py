@@ -75,8 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_lifecycle(sub: _Sub) -> None:
     """The lab's own commands: ``setup``, ``up`` ... ``env``, and ``solve``."""
-    p = sub.add_parser("setup", help="find or build the pinned control-plane binaries")
-    p.add_argument("--print", action="store_true", help="print the binaries' paths as JSON")
+    sub.add_parser("setup", help="find or build the pinned control-plane binaries")
 
     for name, text in [
         ("up", "create, restart or reuse the lab cluster with its three nodes"),
@@ -399,7 +398,7 @@ def _lab_command(args: argparse.Namespace) -> int:
 
     try:
         if args.command == "setup":
-            return _setup(args)
+            return _setup()
         if args.command == "up":
             lab = cluster.up(args.cluster)
             print(f'lab {lab.name} is up; run: eval "$(gpushare env)"')
@@ -444,7 +443,7 @@ def _lab_command(args: argparse.Namespace) -> int:
     return _fail(f"unknown command {args.command}")
 
 
-def _setup(args: argparse.Namespace) -> int:
+def _setup() -> int:
     """``gpushare setup``: the graders compiled, stale sandbox runtimes pruned, the binaries."""
     from gpushare.lab import binaries
 
@@ -456,12 +455,8 @@ def _setup(args: argparse.Namespace) -> int:
             f"grade uses any more ({os.path.dirname(pruned[0])})",
             file=sys.stderr,
         )
-    paths = binaries.ensure()
-    if args.print:
-        print(json.dumps({k: str(v) for k, v in paths.items()}, indent=2))
-    else:
-        for name, path in paths.items():
-            print(f"{name:<24} {path}")
+    for name, path in binaries.ensure().items():
+        print(f"{name:<24} {path}")
     return EXIT_OK
 
 
