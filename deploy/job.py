@@ -60,6 +60,7 @@ import yaml
 
 from deploy import pod
 from gpushare import version
+from gpushare.classroom import cli as class_cli
 from gpushare.data import JsonObject
 from gpushare.submissions.snapshot import SUFFIX
 
@@ -616,30 +617,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--results-size", default="1Gi", metavar="SIZE")
     parser.add_argument("--cpu", default="2", help="CPU request of a pod (default 2)")
     parser.add_argument("--memory", default="2Gi", help="memory of a pod (default 2Gi)")
-    parser.add_argument(
-        "--seed",
-        type=int,
-        default=0,
-        help="base seed of the unseen cases, mixed with each snapshot's hash (default 0)",
-    )
-    parser.add_argument("--lang", help="language of feedback and report (default: zh)")
-    parser.add_argument(
-        "--timeout",
-        type=float,
-        default=60.0,
-        metavar="SECONDS",
-        help="time limit of one submission's grade (default 60)",
-    )
-    parser.add_argument(
-        "--jobs", type=int, metavar="N", help="grading processes (default: the CPU request)"
-    )
-    parser.add_argument(
-        "--all", action="store_true", help="every snapshot, not only each learner's latest"
-    )
-    parser.add_argument(
-        "--unsafe-no-sandbox",
-        action="store_true",
-        help="run learners' scripts without bubblewrap (only for trusted work)",
+    class_cli.add_grade_options(
+        parser,
+        lang_help="language of feedback and report (default: zh)",
+        jobs_default="the CPU request",
     )
     return parser
 

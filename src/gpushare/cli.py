@@ -241,7 +241,7 @@ def _add_class(sub: _Sub) -> None:
         metavar="TIME",
         help="flag snapshots captured after this ISO 8601 time (UTC unless it says)",
     )
-    _add_class_common(q)
+    class_cli.add_grade_options(q)
 
     q = cls.add_parser("merge", help="merge shard folders into one CSV and one report")
     q.add_argument("shards", nargs="+", metavar="SHARD_DIR")
@@ -252,37 +252,6 @@ def _add_class(sub: _Sub) -> None:
     )
     q.add_argument("--previous", metavar="DIR", help="an earlier class folder: show what changed")
     _add_export(cls)
-
-
-def _add_class_common(q: argparse.ArgumentParser) -> None:
-    """The options of ``class grade`` that each submission's grade is run with."""
-    q.add_argument(
-        "--seed",
-        type=int,
-        default=0,
-        help="base seed of the unseen cases, mixed with each snapshot's hash (default 0)",
-    )
-    q.add_argument(
-        "--lang",
-        help="language of feedback and report (default: $GPUSHARE_LANG, else the "
-        "locale's, else English)",
-    )
-    q.add_argument(
-        "--timeout",
-        type=float,
-        default=60.0,
-        metavar="SECONDS",
-        help="time limit of one submission's grade (default 60)",
-    )
-    q.add_argument("--jobs", type=int, metavar="N", help="grading processes (default: the cores)")
-    q.add_argument(
-        "--all", action="store_true", help="every snapshot, not only each learner's latest"
-    )
-    q.add_argument(
-        "--unsafe-no-sandbox",
-        action="store_true",
-        help="run learners' scripts without bubblewrap (only for trusted work)",
-    )
 
 
 def _add_export(cls: _Sub) -> None:
