@@ -144,7 +144,17 @@ def grade_class(
     rows = gradebook.ordered(rows)
     seed, shard = opts.seed, opts.shard
     run = finish(
-        out, rows, checks, lang, seed, opts.previous, before, started, costs, shard[1] > 1, due
+        out,
+        rows,
+        checks,
+        lang,
+        seed,
+        previous=opts.previous,
+        before=before,
+        started=started,
+        costs=costs,
+        partial=shard[1] > 1,
+        deadline=due,
     )
     run.superseded = superseded
     run.notes = list(layout.notes)
@@ -289,15 +299,18 @@ def finish(
     checks: list[CheckInfo],
     lang: str,
     seed: int,
+    *,
     previous: Path | None,
     before: list[Row] | None,
     started: float,
-    costs: list[dict[str, float]],
+    costs: list[dict[str, float]] | None = None,
     partial: bool = False,
     deadline: dt.datetime | None = None,
 ) -> ClassRun:
     """Write grades.csv and report.html of ``rows`` (a run's, or merged shards'), with the
-    suspicion flags of the whole class (:func:`flags.mark`)."""
+    suspicion flags of the whole class (:func:`flags.mark`). ``previous`` and ``before``: the
+    earlier class folder and its rows, to show what changed; ``partial``: ``rows`` are one
+    shard's; ``costs``: what each graded submission cost."""
     flags.mark(rows, deadline=deadline)
     checks = gradebook.with_points(checks, rows)
     changes = None
@@ -305,7 +318,8 @@ def finish(
         changes = regrade.compare(str(previous), before, rows, partial=partial)
     gradebook.write_text(out / gradebook.CSV_NAME, gradebook.csv_text(rows, checks))
     report.write(out / report.REPORT_NAME, rows, checks, lang, seed=seed, diff=changes)
-    return ClassRun(out, rows, checks, lang, seed, changes, time.monotonic() - started, costs)
+    seconds = time.monotonic() - started
+    return ClassRun(out, rows, checks, lang, seed, changes, seconds, costs or [])
 
 
 def _previous(previous: Path | None) -> list[Row] | None:
