@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 
 from gpushare.lab import cluster
-from tests.helpers import ROOT
+from tests.helpers import ROOT, TEST_CLUSTER
 
 pytestmark = pytest.mark.lab  # it makes a lab of its own
 
 EXAMPLE = ROOT / "examples" / "labs" / "rbac"
-CLUSTER = os.environ.get("GPUSHARE_TEST_EXAMPLE_CLUSTER") or f"gpushare-rbac-{os.getpid()}"
+CLUSTER = f"{TEST_CLUSTER}-rbac"  # this run's own, beside the GPU lab's
 CHECKS = ["1.1", "2.1", "2.2", "2.3", "3.1"]
 MAX = 14
 

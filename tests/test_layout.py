@@ -3,9 +3,9 @@
 Rooms, lowest first: the base modules (``locations``, ``versions``, ``precompile``, ``data``),
 ``kube`` (talking to a Kubernetes API), ``lab`` (the lab cluster's lifecycle), ``sandbox``,
 ``reports``, ``submissions``, ``grading``, ``lab_api`` (what a lab may use), ``labkit`` (the
-gates a lab's tests call), then ``classroom`` and ``lms``, then ``cli``. A module may import
-its own room and the rooms below it, never one above (imports made only for type checkers,
-under ``if TYPE_CHECKING:``, do not count: they never run). A lab's graders import
+gates a lab's tests call), ``watch``, then ``classroom`` and ``lms``, then ``cli``. A module
+may import its own room and the rooms below it, never one above (imports made only for type
+checkers, under ``if TYPE_CHECKING:``, do not count: they never run). A lab's graders import
 ``gpushare.lab_api`` and nothing else of the engine.
 """
 
@@ -21,7 +21,7 @@ from tests.helpers import ROOT
 
 PACKAGE = Path(gpushare.__file__).parent
 ORDER = ["", "kube", "lab", "sandbox", "reports", "submissions", "grading", "lab_api", "labkit"]
-ORDER += ["classroom", "lms", "cli"]
+ORDER += ["watch", "classroom", "lms", "cli"]
 
 
 def _room(module: str) -> str:

@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -56,7 +57,15 @@ def test_every_key_used_in_code_exists():
     # keys built at run time: script problems and judge reasons
     from gpulab import requestcases
 
-    for reason in [*requestcases.REASONS, "timeout", "killed", "not_run", "crashed"]:
+    for reason in [
+        *requestcases.REASONS,
+        "timeout",
+        "killed",
+        "not_run",
+        "crashed",
+        "stderr",
+        "pod_name",
+    ]:
         assert f"script_reason_{reason}" in values
     for problem in ("missing", "dangling_link", "directory", "not_executable", "not_regular"):
         assert f"script_problem_{problem}" in values
@@ -164,6 +173,28 @@ def test_ko_writes_one_particle_and_no_slash_joiner():
     assert _lint(KO_PARTICLE_AFTER_PLACEHOLDER, "ko") == {}
     assert _lint(KO_SLASH_JOINER, "ko") == {}
     assert messages.label("list_sep", "ko") == ". " and messages.label("enum_sep", "ko") == ", "
+
+
+@pytest.mark.parametrize(
+    "catalog",
+    sorted(ROOT.glob("examples/labs/*/graders/messages/ko.toml")),
+    ids=lambda p: p.parts[-4],
+)
+def test_an_example_labs_korean_follows_the_same_rules(catalog):
+    """Another lab's texts are held to the same particle and joiner rules as this one's."""
+
+    def flat(table: dict, prefix: str = "") -> dict[str, str]:
+        out: dict[str, str] = {}
+        for key, value in table.items():
+            if isinstance(value, dict):
+                out.update(flat(value, f"{prefix}{key}."))
+            else:
+                out[f"{prefix}{key}"] = value
+        return out
+
+    words = flat(tomllib.loads(catalog.read_text(encoding="utf-8")))
+    for pattern in (KO_PARTICLE_PAIR, KO_PARTICLE_AFTER_PLACEHOLDER, KO_SLASH_JOINER):
+        assert {k: v for k, v in words.items() if pattern.search(CODE_SPANS.sub(" ", v))} == {}
 
 
 def test_en_is_us_english():

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from gpushare.lab import cluster
-from tests.helpers import ROOT
+from tests.helpers import ROOT, TEST_CLUSTER
 
 pytestmark = pytest.mark.lab  # it makes a lab of its own
 
@@ -195,7 +195,7 @@ def _tests(results_json: Path) -> list[tuple[str, str, int, str]]:
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory: pytest.TempPathFactory):
     root = _write_lab(tmp_path_factory.mktemp("tinylab"))
-    name = f"gpushare-tiny-{os.getpid()}"
+    name = f"{TEST_CLUSTER}-tiny"  # this run's own, beside the GPU lab's
     up = _gpushare(root, "up", "--cluster", name)
     try:
         assert up.returncode == 0, up.stdout + up.stderr

@@ -3,7 +3,8 @@ reads from the cluster, its rules (:mod:`gpulab.rules`), the unseen cases of ste
 (:mod:`gpulab.requestcases`) and the learner's script runs (:mod:`gpulab.requestruns`).
 
 The engine (``src/gpushare``) knows none of it: it reads what the step modules declare
-(``READS``, ``HINT_READS``, ``dry_runs``, ``BACKGROUND``) and the nodes of ``lab.toml``.
+(``READS``, ``HINT_READS``, ``dry_runs``, ``BACKGROUND``) and ``lab.toml`` (the nodes, the kinds
+dry-run, the sandbox's PyYAML, the default language); the lab uses ``gpushare.lab_api`` only.
 """
 
 from __future__ import annotations

@@ -66,44 +66,23 @@ if TYPE_CHECKING:  # the same names, for the type checker; at run time see __get
         yaml_kind,
     )
 
-# name -> (module, attribute): where each name lives inside the engine today
-_WHERE: dict[str, tuple[str, str]] = {
-    **{n: ("gpushare.data", n) for n in ("Json", "JsonObject")},
-    **{n: ("gpushare.grading.background", n) for n in ("BackgroundError", "Context")},
-    **{
-        n: ("gpushare.grading.checks", n)
-        for n in ("WORKDIR_ABSENT", "CheckFailed", "T", "Value", "check", "fail")
-    },
-    **{
-        n: ("gpushare.grading.labstate", n)
-        for n in (
-            "LabState",
-            "node_conditions",
-            "pending_reason",
-            "pod_resources",
-            "quantity",
-            "requested",
-            "selects_by_label",
-            "show_quantity",
-        )
-    },
-    **{
-        n: ("gpushare.grading.objects", n)
-        for n in ("asks_one", "dig", "find_object", "line_of", "show_yaml", "usable")
-    },
-    "LabNodes": ("gpushare.lab.nodes", "LabNodes"),
-    "load_nodes": ("gpushare.lab.nodes", "load"),
-    "Sandbox": ("gpushare.sandbox.levels", "Sandbox"),
-    **{
-        n: ("gpushare.sandbox.supervisor", n)
-        for n in ("Pending", "RunResult", "SandboxError", "Supervisor", "check_runnable")
-    },
-    "yaml_first_node": ("gpushare.submissions.bounded", "yaml_first_node"),
-    **{
-        n: ("gpushare.submissions.workdir", n)
-        for n in ("FileProblem", "LineDict", "Workdir", "load_yaml_text", "yaml_kind")
-    },
+# where each name lives inside the engine today: module -> its names here
+_ROOMS = {
+    "gpushare.data": "Json JsonObject",
+    "gpushare.grading.background": "BackgroundError Context",
+    "gpushare.grading.checks": "WORKDIR_ABSENT CheckFailed T Value check fail",
+    "gpushare.grading.labstate": "LabState node_conditions pending_reason pod_resources "
+    "quantity requested selects_by_label show_quantity",
+    "gpushare.grading.objects": "asks_one dig find_object line_of show_yaml usable",
+    "gpushare.lab.nodes": "LabNodes",
+    "gpushare.sandbox.levels": "Sandbox",
+    "gpushare.sandbox.supervisor": "Pending RunResult SandboxError Supervisor check_runnable",
+    "gpushare.submissions.bounded": "yaml_first_node",
+    "gpushare.submissions.workdir": "FileProblem LineDict Workdir load_yaml_text yaml_kind",
 }
+# name -> (module, attribute)
+_WHERE = {name: (module, name) for module, names in _ROOMS.items() for name in names.split()}
+_WHERE["load_nodes"] = ("gpushare.lab.nodes", "load")
 
 __all__ = [
     "WORKDIR_ABSENT",

@@ -12,7 +12,7 @@ without ``site-packages`` (nor ``test``, ``idlelib``, ``tkinter``...), and the l
 (beside the standard library, on every interpreter's path) are copied,
 once per machine and interpreter, into
 ``/var/cache/gpushare/sandbox-runtime/<key>`` (root) or the user's cache, files 0644/0755.
-bubblewrap binds that directory read-only; the ``uid`` level puts its ``bin`` first on PATH.
+bubblewrap and the ``uid`` level bind that directory read-only, its ``bin`` first on PATH.
 Some 94 MB (Python 3.11 here), copied in about a second by the first grade on a machine.
 
 The key names what the copy holds, not where it came from: the interpreter and its standard
