@@ -39,7 +39,7 @@ from functools import lru_cache
 
 import yaml
 
-from gpushare.reports.messages import T
+from gpushare.feedback import T
 from gpushare.submissions import bounded
 
 PREFIX = "nvidia.com"  # api/config/v1/consts.go ResourceNamePrefix

@@ -34,8 +34,8 @@ from gpushare.classroom.inputs import InputError
 from gpushare.classroom.progress import Progress
 from gpushare.classroom.texts import text
 from gpushare.data import JsonObject
+from gpushare.feedback import T
 from gpushare.reports import clean, messages
-from gpushare.reports.messages import T
 from gpushare.reports.policy import Policy, PolicyError
 from gpushare.reports.policy import load as load_policy
 from gpushare.sandbox import levels

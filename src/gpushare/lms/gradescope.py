@@ -44,12 +44,12 @@ from gpushare import __version__
 from gpushare.classroom.gradebook import write_text
 from gpushare.classroom.inputs import seed_for
 from gpushare.data import JsonObject
+from gpushare.feedback import T
 from gpushare.grading import guard
 from gpushare.grading.errors import GradeError
 from gpushare.grading.grade import OptionError, Options, grade
 from gpushare.locations import default_fixtures, graders_dir, lock_file
 from gpushare.reports import clean, messages, terminal
-from gpushare.reports.messages import T
 from gpushare.reports.policy import Policy, PolicyError
 from gpushare.reports.policy import load as load_policy
 from gpushare.reports.results import Report

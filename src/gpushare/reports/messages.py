@@ -24,33 +24,15 @@ from __future__ import annotations
 import os
 import string
 import tomllib
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, TypedDict
+from typing import TypedDict
 
-from gpushare.data import Json
+from gpushare.feedback import CheckFailed, Failure
+from gpushare.feedback import T as T  # re-exported, as from_data and to_data: said values
+from gpushare.feedback import from_data as from_data
+from gpushare.feedback import to_data as to_data
 from gpushare.locations import graders_dir
-
-if TYPE_CHECKING:
-    from gpushare.grading.checks import CheckFailed
-
-
-@dataclass(init=False)
-class T:
-    """A translatable value: a catalog key under ``[values]`` and its parameters.
-
-    Checks and readers of learners' files say what they found as these, never as prose; the
-    catalogs of this module turn them into the learner's language.
-    """
-
-    key: str
-    params: dict[str, object]
-
-    def __init__(self, key: str, /, **params: object) -> None:
-        self.key = key
-        self.params = params
-
 
 # One language's words, in the four tables a catalog file may hold (this form because "class"
 # is a keyword). A check's entry holds its "title" and "hint".
@@ -223,8 +205,10 @@ def labelled(key: str, value: str, lang: str) -> str:
     return f"{label(key, lang)}{label('sep', lang)}{value}"
 
 
-def render_failure(number: str, failure: CheckFailed, lang: str) -> str:
+def render_failure(number: str, failure: Failure | CheckFailed, lang: str) -> str:
     """The learner's feedback for one failed check: problem, expected, found, where, hint."""
+    if isinstance(failure, CheckFailed):
+        failure = failure.failure
     lines = []
     if failure.problem is not None:
         lines.append(render_value(failure.problem, lang))
@@ -236,7 +220,10 @@ def render_failure(number: str, failure: CheckFailed, lang: str) -> str:
         if value is not None and value != "":
             lines.append(labelled(key, render_value(value, lang), lang))
     # a failure whose check's hint would mislead carries its own
-    text = render_value(failure.hint, lang) if failure.hint is not None else hint(number, lang)
+    if failure.hint is not None:
+        text = render_value(failure.hint, lang)
+    else:
+        text = hint(number, lang) if failure.check_hint else ""
     if text:
         lines.append(labelled("hint", text, lang))
     return "\n".join(lines)
@@ -245,25 +232,3 @@ def render_failure(number: str, failure: CheckFailed, lang: str) -> str:
 def render_error(number: str, exc: BaseException, lang: str) -> str:
     """Feedback for a grader that raised unexpectedly: the learner loses nothing silently."""
     return render_value(T("grader_error", error=f"{type(exc).__name__}: {exc}"[:300]), lang)
-
-
-def to_data(value: object) -> Json:
-    """A translatable value as JSON data (``{"key": ..., "params": {...}}``), so a reason kept in
-    a results.json can be said again later in another language (a class report's)."""
-    if isinstance(value, T):
-        return {"key": value.key, "params": {k: to_data(v) for k, v in value.params.items()}}
-    if isinstance(value, tuple | list):
-        return [to_data(v) for v in value]
-    return value if isinstance(value, str | int | float) or value is None else str(value)
-
-
-def from_data(data: Json) -> object:
-    """The inverse of :func:`to_data`; anything else read back (a file is a stranger's) is text,
-    and a key no catalog knows shows as itself rather than failing a report."""
-    if isinstance(data, dict) and isinstance(data.get("key"), str):
-        params = data.get("params")
-        params = params if isinstance(params, dict) else {}
-        return T(data["key"], **{str(k): from_data(v) for k, v in params.items()})
-    if isinstance(data, list):
-        return tuple(from_data(v) for v in data)
-    return data if isinstance(data, str | int | float) or data is None else str(data)

@@ -19,7 +19,7 @@ from pathlib import Path
 import yaml
 
 from gpushare.data import Json, JsonObject
-from gpushare.reports.messages import T
+from gpushare.feedback import T
 from gpushare.submissions import bounded
 
 MAX_BYTES = 1024 * 1024
