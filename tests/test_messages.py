@@ -104,6 +104,24 @@ def test_language_choice(monkeypatch):
     assert messages.resolve_lang("zh") == "zh"
     with pytest.raises(ValueError):
         messages.resolve_lang("fr")
+    monkeypatch.delenv("GPUSHARE_LANG")
+    assert messages.resolve_lang(None, locale=False) == "zh"  # a bundle's: not the builder's
+
+
+def test_the_language_is_chosen_in_one_place():
+    """Only the entry points (the command line, the pytest plugin) call the one function that
+    chooses a language, and only it reads the environment for one; the rest is passed it."""
+    src = ROOT / "src" / "gpushare"
+    callers, readers = set(), set()
+    for path in src.rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        name = str(path.relative_to(src))
+        if "resolve_lang(" in text and name != "reports/messages.py":
+            callers.add(name)
+        if re.search(r"GPUSHARE_LANG|\bLC_MESSAGES\b", text) and name != "reports/messages.py":
+            readers.add(name)
+    assert callers == {"cli.py", "grading/plugin.py"}
+    assert readers <= {"sandbox/isolation.py"}  # what the learner's runs keep of the locale
 
 
 # --- punctuation lint (review 2, items 43 and 45) ------------------------------------------

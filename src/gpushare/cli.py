@@ -24,6 +24,7 @@ from gpushare.grading import grade, runner
 from gpushare.kube.errors import KubeconfigError, Unreachable
 from gpushare.locations import cluster_name, default_workdir, graders_dir
 from gpushare.precompile import precompile
+from gpushare.reports import messages
 from gpushare.sandbox import isolation, runtime
 
 EXIT_OK, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
@@ -296,7 +297,31 @@ def run() -> None:
     os._exit(code)
 
 
+def choose_lang(args: argparse.Namespace) -> None:
+    """The command's language, chosen here once (:func:`messages.resolve_lang`) and passed down
+    as ``args.lang``; ValueError when ``--lang`` names one not offered.
+
+    A grade and a class grade always have one. A Gradescope bundle's is never the builder's
+    locale (learners read it elsewhere). Merging shards and exporting keep the shards' or each
+    learner's own language unless ``--lang`` says otherwise; ``args.fallback_lang`` is theirs
+    when those disagree or are unknown.
+    """
+    command = args.command
+    sub = getattr(args, "class_command", None) or getattr(args, "gradescope_command", None)
+    if command == "grade" or (command == "class" and sub in ("grade", "job")):
+        args.lang = messages.resolve_lang(args.lang)
+    elif command == "gradescope" and sub == "bundle":
+        args.lang = messages.resolve_lang(args.lang, locale=False)
+    elif command == "class" and sub in ("merge", "export"):
+        args.lang = messages.offered(args.lang) if args.lang else None
+        args.fallback_lang = messages.resolve_lang(None)
+
+
 def _dispatch(args: argparse.Namespace) -> int:
+    try:
+        choose_lang(args)
+    except ValueError as exc:
+        return _fail(str(exc))
     if args.command == "grade":
         if not args.unsafe_no_sandbox:
             isolation.probe_soon()  # its few ms of waiting overlap the grade's start

@@ -86,9 +86,10 @@ def default_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def resolve_lang(lang: str | None) -> str:
+def offered(lang: str) -> str:
+    """The chosen language (the command chose it: gpushare.cli), checked; InputError if not."""
     try:
-        return messages.resolve_lang(lang)
+        return messages.offered(lang)
     except ValueError as exc:
         raise InputError(str(exc)) from None
 
@@ -101,7 +102,7 @@ def grade_class(
     every: bool = False,
     previous: Path | None = None,
     seed: int = 0,
-    lang: str | None = None,
+    lang: str,
     timeout: float = DEFAULT_TIMEOUT,
     shard: tuple[int, int] = (0, 1),
     unsafe_no_sandbox: bool = False,
@@ -115,7 +116,7 @@ def grade_class(
     ``progress(total)`` makes the progress display once the submissions are chosen.
     """
     started = time.monotonic()
-    lang = resolve_lang(lang)
+    lang = offered(lang)
     if timeout <= 0:
         raise InputError("--timeout must be more than 0 seconds")
     due = _deadline(deadline)

@@ -117,6 +117,7 @@ def export(
     with_feedback: bool = False,
     missing_zero: bool = False,
     lang: str | None = None,
+    fallback_lang: str = messages.DEFAULT_LANG,
     to: Path | None = None,
 ) -> tuple[list[Written], Roster]:
     """Write each LMS's import and side file; ExportError (one line) when nothing can be."""
@@ -131,7 +132,7 @@ def export(
         )
     if lang is not None:
         try:
-            lang = messages.resolve_lang(lang)
+            lang = messages.offered(lang)
         except ValueError as exc:
             raise ExportError(str(exc)) from None
     if not assignment.strip():
@@ -162,7 +163,12 @@ def export(
             made = plan.make(rows, people, points=possible, missing_zero=missing_zero)
             kept, left = moodle.entries(made, moodle_id)
             body = moodle.text(
-                kept, moodle_id, assignment.strip(), with_feedback=with_feedback, lang=lang
+                kept,
+                moodle_id,
+                assignment.strip(),
+                with_feedback=with_feedback,
+                lang=lang or None,
+                fallback_lang=fallback_lang,
             )
         path, side = targets[name]
         gradebook.write_text(path, body, private=True)  # the roster's e-mails and SIS IDs
@@ -254,6 +260,7 @@ def run_cli(args: argparse.Namespace) -> int:
             with_feedback=args.feedback,
             missing_zero=args.missing == "zero",
             lang=args.lang,
+            fallback_lang=args.fallback_lang,
             to=Path(args.to).expanduser() if args.to else None,
         )
     except ExportError as exc:

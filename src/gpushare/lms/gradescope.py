@@ -152,10 +152,10 @@ def bundle(
         raise BundleError(f"--timeout {timeout:g}: give seconds below Gradescope's 600")
     if sandbox not in ("auto", "require"):
         raise BundleError(f"--sandbox {sandbox}: auto or require")
-    # --lang, else GPUSHARE_LANG, else zh: written out, never the builder's locale, nor null
-    chosen = lang or os.environ.get("GPUSHARE_LANG") or messages.DEFAULT_LANG
+    # chosen by the command (gpushare.cli.choose_lang: never the builder's locale),
+    # written out, never null
     try:
-        lang = messages.resolve_lang(chosen)
+        lang = messages.offered(lang or messages.DEFAULT_LANG)
     except ValueError as exc:
         raise BundleError(str(exc)) from None
     policy_bytes = DEFAULT_POLICY.encode()  # always one, so every bundle has the same layout
@@ -303,8 +303,8 @@ def run(root: Path) -> int:
     # the bundle's graders and fixtures, whatever the package's own location says
     os.environ["GPUSHARE_GRADERS"] = str(source / "graders")
     os.environ["GPUSHARE_FIXTURES"] = str(source / "fixtures")
-    try:
-        lang = messages.resolve_lang(settings["lang"])
+    try:  # the bundle's own, chosen when it was built
+        lang = messages.offered(str(settings["lang"] or messages.DEFAULT_LANG))
     except ValueError:
         lang = messages.DEFAULT_LANG
     # the uid level: none of ours readable by the runs

@@ -69,20 +69,32 @@ def gaps(lang: str) -> list[str]:
     return list(_gaps(lang, _lab_texts()))
 
 
-def resolve_lang(option: str | None) -> str:
-    """``--lang``, else ``GPUSHARE_LANG``, else the locale (LC_ALL, LC_MESSAGES, LANG), else zh."""
+def resolve_lang(option: str | None, *, locale: bool = True) -> str:
+    """``--lang``, else ``GPUSHARE_LANG``, else the locale (LC_ALL, LC_MESSAGES, LANG), else zh.
+
+    The one place a language is chosen: each command's entry point calls it once
+    (``gpushare.cli``, the pytest plugin) and passes the language down; nothing below reads the
+    environment for it. ``locale=False``: not the caller's locale (a Gradescope bundle is built
+    on the instructor's machine for learners elsewhere). ValueError for a language not offered.
+    """
     for value in (option, os.environ.get("GPUSHARE_LANG")):
         if value:
-            lang = value.strip().lower()[:2]
-            if lang not in found() or gaps(lang):
-                raise ValueError(_unknown(value, lang))
-            return lang
-    for var in ("LC_ALL", "LC_MESSAGES", "LANG"):
+            return offered(value)
+    for var in ("LC_ALL", "LC_MESSAGES", "LANG") if locale else ():
         value = os.environ.get(var, "")
         if value and value not in ("C", "POSIX") and not value.startswith("C."):
             lang = value.lower()[:2]
             return lang if lang in found() and not gaps(lang) else DEFAULT_LANG
     return DEFAULT_LANG
+
+
+def offered(value: str) -> str:
+    """``value`` as a language code (``"en_US"`` -> ``"en"``) when it is offered; ValueError
+    (the usage error's text) when not. Reads no environment: for a language already chosen."""
+    lang = value.strip().lower()[:2]
+    if lang not in found() or gaps(lang):
+        raise ValueError(_unknown(value, lang))
+    return lang
 
 
 def _unknown(value: str, lang: str) -> str:
