@@ -34,10 +34,21 @@ def _lines(lines: list[str]) -> str | T:
     return T("script_lines", lines=text) if len(lines) > 1 else text
 
 
+# What keeps the script from answering at all, whatever the case: a fault of the run, not of
+# an answer. Every check that meets it fails for that one cause, told once (the first check's)
+# and pointed to by the others.
+RUN_FAULTS = frozenset({"crashed", "timeout", "killed", "not_run"})
+
+
 def _script_ok(runs: RequestRuns, strict: bool = False) -> None:
     """Fail when the script cannot be run; with ``strict`` also when it is not executable."""
     if runs.problem is not None and (strict or runs.command is None):
-        fail(problem=T(f"script_problem_{runs.problem}"), where=SCRIPT)
+        fail(problem=T(f"script_problem_{runs.problem}"), where=SCRIPT, cause=_fault(runs))
+
+
+def _fault(runs: RequestRuns) -> str:
+    """The cause key of the script's own problem (missing, not executable...)."""
+    return f"script:{runs.problem}"
 
 
 def _output(run: CaseRun) -> T:
@@ -70,6 +81,7 @@ def _wrong(run: CaseRun, problem: T) -> NoReturn:
         expected=T("script_run", status=T("script_rc", rc=case.expect_rc), output=_lines(lines)),
         found=_output(run),
         where=T("script_case", case=case.name, description=case.description),
+        cause=f"script:{run.reason}" if run.reason in RUN_FAULTS else None,
     )
 
 

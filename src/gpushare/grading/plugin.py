@@ -203,13 +203,14 @@ def pytest_runtest_makereport(
     gs = item.config.stash[GRADE_KEY]
     if report.when == "call" or report.failed:
         if report.passed:
-            gs.record(meta, item.nodeid, True, "", "")
+            gs.record(meta, item.nodeid, True, None, "")
         else:
             exc = call.excinfo.value if call.excinfo else RuntimeError("unknown")
-            text, error = gs.feedback(meta["number"], exc)
+            failure, error = gs.feedback(meta["number"], exc)
+            gs.record(meta, item.nodeid, False, failure, error)
             # cleaned for pytest's terminal and XML
+            text = gs.said(meta["number"])
             report.longrepr = shown(f"{gs.headline(meta['number'])}\n{text}")
-            gs.record(meta, item.nodeid, False, text, error)
     return report
 
 

@@ -217,6 +217,29 @@ def labelled(key: str, value: str, lang: str) -> str:
     return f"{label(key, lang)}{label('sep', lang)}{value}"
 
 
+def render(
+    number: str,
+    failure: Failure | CheckFailed,
+    lang: str,
+    *,
+    root: tuple[str, Failure] | None = None,
+) -> str:
+    """The learner's feedback for one failed check, from its data: what every output writes.
+
+    ``root``: (number, failure) of the earlier check this one follows from (the same cause);
+    then one line points to it ("See 1.3: ...") instead of repeating its diagnosis.
+    """
+    if isinstance(failure, CheckFailed):
+        failure = failure.failure
+    if root is not None:
+        check, cause = root
+        if cause.problem is None:  # the root says what it found, under its title
+            return render_value(T("follows_check", check=check, title=title(check, lang)), lang)
+        why = render_value(cause.problem, lang)
+        return render_value(T("follows_from", check=check, why=why), lang)
+    return render_failure(number, failure, lang)
+
+
 def render_failure(number: str, failure: Failure | CheckFailed, lang: str) -> str:
     """The learner's feedback for one failed check: problem, expected, found, where, hint."""
     if isinstance(failure, CheckFailed):
@@ -239,8 +262,3 @@ def render_failure(number: str, failure: Failure | CheckFailed, lang: str) -> st
     if text:
         lines.append(labelled("hint", text, lang))
     return "\n".join(lines)
-
-
-def render_error(number: str, exc: BaseException, lang: str) -> str:
-    """Feedback for a grader that raised unexpectedly: the learner loses nothing silently."""
-    return render_value(T("grader_error", error=f"{type(exc).__name__}: {exc}"[:300]), lang)

@@ -17,15 +17,15 @@ learners), ``after_due_date``, ``after_published``. ``show_expected`` says wheth
 check's feedback shows what was expected and what was found. A check takes its own rule, else
 its step's, else the default.
 
-Why withholding replaces the whole feedback and not just two lines of it: a check's feedback
-is rendered prose, and its other lines carry the same facts (a check on unseen cases names the
-case that failed first in its problem line, describes it under "where", and shows under "found"
-the learner's output on it, which may echo the case's own names). So a withheld feedback
-keeps none of them: a check that is not visible says only that its details are not shown; a
-visible check with ``show_expected = false`` says that, plus its hint, which by the house rules
-guides without giving the answer. A check that is not visible can never show expected values
-(``show_expected = true`` there is refused): nbgrader #917 and #1363 are hidden tests leaking
-through exactly that feedback.
+Why withholding replaces the whole feedback and not just two lines of it: a failure's other
+fields carry the same facts (a check on unseen cases names the case that failed first in its
+problem line, describes it under "where", and shows under "found" the learner's output on it,
+which may echo the case's own names). So a withheld feedback keeps none of them, neither in
+its words nor as data in results.json: a check that is not visible says only that its details
+are not shown; a visible check with ``show_expected = false`` says that, plus its hint, which
+by the house rules guides without giving the answer. A check that is not visible can never
+show expected values (``show_expected = true`` there is refused): nbgrader #917 and #1363 are
+hidden tests leaking through exactly that feedback.
 
 The policy is applied to the :class:`~gpushare.reports.results.Report` once, before anything is
 written, by :func:`apply`; every output is made from that report, so results.json, the JUnit
@@ -167,16 +167,10 @@ def apply(report: Report, policy: Policy | None) -> Report:
     if policy is None:
         return report
     report.policy = policy.describe()
-    lang = report.lang
     for check in report.checks:
         rule = policy.rule(check.number)
         check.visibility = rule.visibility
-        if rule.show_expected or check.withheld or (check.passed and not check.output):
+        if rule.show_expected or (check.passed and check.failure is None and not check.output):
             continue
-        lines = [messages.render_value(messages.T("withheld"), lang)]
-        hint = messages.hint(check.number, lang)
-        if rule.visibility == "visible" and hint:
-            lines.append(messages.labelled("hint", hint, lang))
-        check.output = "\n".join(lines)
-        check.withheld = True
+        check.withheld = True  # said as such by every output (CheckResult.said)
     return report

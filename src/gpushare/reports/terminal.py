@@ -86,13 +86,15 @@ def render(report: Report, *, color: bool, feedback: bool = True) -> str:
             )
         )
         out.append(paint(DIM, f"  server={graded.get('server')}  user={graded.get('user') or '-'}"))
-    failed = [c for c in shown if not c.passed]
+    # the root causes first: a check that fails for the same cause as an earlier one only
+    # points to it, so it comes after every root
+    failed = sorted((c for c in shown if not c.passed), key=lambda c: report.root_of(c) is not None)
     if feedback and failed:
         out.append("")
         out.append(paint(BOLD, messages.label("failures_title", lang)))
         for c in failed:
             head = f"[{c.number}] {c.title}  (0/{c.max_score})"
             out.append(paint(RED, head))
-            out.extend("    " + line for line in clean.text(c.output).splitlines())
+            out.extend("    " + line for line in clean.text(report.said(c)).splitlines())
             out.append("")
     return "\n".join(out).rstrip() + "\n"
