@@ -8,6 +8,7 @@ from gpushare.data import Json, JsonObject
 from gpushare.grading.checks import T, Value, check, fail
 from gpushare.grading.labstate import (
     LabState,
+    explain_scheduler,
     node_conditions,
     pending_reason,
     quantity,
@@ -110,7 +111,9 @@ def _placed(lab: LabState, work: Workdir, name: str, resource: str) -> Json:
         reason = pending_reason(pod)
         fail(
             expected=T("scheduled"),
-            found=[T("pending"), T("scheduler_says", message=reason)] if reason else T("pending"),
+            found=[T("pending"), T("scheduler_says", message=explain_scheduler(reason))]
+            if reason
+            else T("pending"),
             where=T("cluster_pod", pod=f"{NS}/{name}"),
         )
     return node

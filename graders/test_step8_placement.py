@@ -14,6 +14,7 @@ from gpushare.data import JsonObject
 from gpushare.grading.checks import T, Value, check, fail
 from gpushare.grading.labstate import (
     LabState,
+    explain_scheduler,
     pending_reason,
     pod_resources,
     requested,
@@ -41,7 +42,7 @@ def _resource_problem(pod: JsonObject) -> tuple[Value, Value] | None:
         return None
     total = requested(pod, GPU)
     if total != 1:
-        return f"{GPU}: 1", f"{GPU}: {show_quantity(total)}"
+        return f"{GPU}: 1", T("key_value", key=GPU, value=show_quantity(total))
     return None
 
 
@@ -143,7 +144,9 @@ def test_8_2_pods_on_the_right_nodes(lab: LabState) -> None:
             found = T("on_node", node=node) if node else T("pending")
             fail(
                 expected=T("on_node", node=PLACEMENT[name]),
-                found=[found, T("scheduler_says", message=reason)] if reason else found,
+                found=[found, T("scheduler_says", message=explain_scheduler(reason))]
+                if reason
+                else found,
                 where=T("cluster_pod", pod=f"{NS}/{name}"),
             )
 

@@ -136,3 +136,23 @@ def test_results_written_before_the_data_still_read_group_and_diff(tmp_path):
         assert feedback.reason(cell, "en") == feedback.prose_reason(cell) != "-"
     again = gradebook.load_rows(tmp_path)
     assert diff.compare("old", rows, again).changes == []
+
+
+def test_a_missing_quantity_and_the_schedulers_reason_are_said_in_the_learners_language(fresh):
+    cordoned = grade.grade(
+        grade.Options(
+            snapshot=RECORDED / "4-3-mig-job-never-scheduled-mig-node-cordoned.gpushare.tgz",
+            lang="en",
+            seed=7,
+            unsafe_no_sandbox=UNSAFE,
+        )
+    ).report
+    pending = next(c for c in cordoned.checks if c.number == "4.3")
+    capacity = next(c for c in fresh.report.checks if c.number == "2.3")
+    for lang in messages.langs():
+        said = cordoned.said(pending, lang)
+        assert messages.render_value(T("sched_cordoned", n=1), lang) in said, said
+        assert "“0/3 nodes are available: 1 node(s) were unschedulable" in said  # kept, quoted
+        absent = fresh.report.said(capacity, lang)
+        assert messages.render_value(T("quantity_not_set"), lang) in absent
+        assert "<none>" not in said + absent

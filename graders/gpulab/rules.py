@@ -142,7 +142,7 @@ def node_advertises(
     if wrong:
         fail(
             expected=expected,
-            found=", ".join(f"{f}={show_quantity(v)}" for f, v in found.items()),
+            found=tuple(T("key_value", key=f, value=show_quantity(v)) for f, v in found.items()),
             where=T(
                 "node_status",
                 node=name,
@@ -157,7 +157,8 @@ def asks_one(pod: JsonObject, resource: str, where: Value) -> None:
     """Fail unless ``pod`` asks for exactly one ``resource`` (over all its containers)."""
     asked = requested(pod, resource)
     if asked != 1:
-        fail(expected=f"{resource}: 1", found=f"{resource}: {show_quantity(asked)}", where=where)
+        found = T("key_value", key=resource, value=show_quantity(asked))
+        fail(expected=f"{resource}: 1", found=found, where=where)
 
 
 def usable(read: R | FileProblem) -> R:
