@@ -586,7 +586,7 @@ def test_an_error_row_says_its_whole_reason_in_each_language(tmp_path):
     The reason travels as a translatable value in results.json: the learner reads it in their
     language, and a report in another language says it in its own."""
     from gpushare.classroom import batch
-    from gpushare.reports.messages import T
+    from gpushare.reports.messages import T, render_value
 
     checks = [gradebook.CheckInfo("1.1", 1, 2)]
     made = gradebook.error_results(
@@ -600,7 +600,8 @@ def test_an_error_row_says_its_whole_reason_in_each_language(tmp_path):
         detail=T("snapshot_altered", members=("work/k8s/a.yaml",)),
     ).as_json()
     said = "快照在生成之后被修改过（sha256 不一致：work/k8s/a.yaml）"
-    assert made["tests"][0]["output"] == f"未评分：{said}"
+    first, note = made["tests"][0]["output"].splitlines()
+    assert first == f"未评分：{said}" and note == render_value(T("grader_side"), "zh")
     assert made["output"].startswith(f"无法评分：{said}。这不是分数：")
     row = gradebook.row_from_results("ann", made)
     assert report.reason_said(row, "zh") == said

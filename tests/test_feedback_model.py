@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import tarfile
+from pathlib import Path
 
 import pytest
 
@@ -156,3 +157,45 @@ def test_a_missing_quantity_and_the_schedulers_reason_are_said_in_the_learners_l
         absent = fresh.report.said(capacity, lang)
         assert messages.render_value(T("quantity_not_set"), lang) in absent
         assert "<none>" not in said + absent
+
+
+@pytest.mark.parametrize("key", ["could_not_read_cluster", "grade_killed", "snapshot_hostile"])
+def test_a_grader_side_reason_says_it_is_not_the_learners(key):
+    """A grade the grader could not take for a reason not the learner's doing says so, and whom
+    to tell, in the results.json the learner reads: its output and each check's."""
+    detail = T(key, error="x", signal="SIGKILL")
+    checks = [gradebook.CheckInfo("1.1", 1, 2)]
+    for lang in messages.langs():
+        made = gradebook.error_results(
+            Path("ann.gpushare.tgz"),
+            "x",
+            "cluster",
+            lang=lang,
+            seed=7,
+            checks=checks,
+            detail=detail,
+        ).as_json()
+        note = messages.render_value(T("grader_side"), lang)
+        assert note in made["output"] and note in made["tests"][0]["output"], lang
+
+
+def test_a_check_the_grader_could_not_judge_says_whose_side_it_is():
+    for kind in ("cluster", "timeout", "grader"):
+        failure = Failure(problem=T("api_error", error="connection refused"), kind=kind)
+        for lang in messages.langs():
+            assert messages.render_value(T("grader_side"), lang) in messages.render(
+                "1.1", failure, lang
+            )
+    own = messages.render("1.1", Failure(problem=T("file_missing")), "en")
+    assert messages.render_value(T("grader_side"), "en") not in own
+
+
+def test_no_text_says_malicious_or_hostile():
+    words = ("malicious", "hostile", "恶意", "악의")
+    for folder in (ROOT / "src/gpushare/reports/messages", ROOT / "graders/messages"):
+        for path in folder.glob("*.toml"):
+            for line in path.read_text(encoding="utf-8").splitlines():
+                if line.lstrip().startswith("#") or "=" not in line:
+                    continue
+                text = line.split("=", 1)[1].lower()
+                assert not any(w in text for w in words), (path.name, line)

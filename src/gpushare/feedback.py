@@ -45,6 +45,31 @@ Value = str | int | T | Sequence["Value"] | None
 # cluster ("cluster"), the time limit struck first ("timeout"), a bug of ours ("grader").
 GRADER_SIDE = ("cluster", "timeout", "grader")
 
+# The reasons a grade could not be taken (or finished) that are not the learner's doing: a
+# cluster the grader could not read, a grade that crashed, was killed, hung or ran out of time,
+# a snapshot the grader refused (``snapshot_*``: a file repacked by hand far more often than an
+# attack). Each is said with the catalogs' ``grader_side`` sentence: whom to tell, and that it
+# is not the learner's mistake.
+GRADER_SIDE_REASONS = frozenset(
+    {
+        "could_not_read",
+        "could_not_read_cluster",
+        "time_limit",
+        "time_limit_during",
+        "grade_hung",
+        "grade_killed",
+        "grade_exited",
+        "grade_crashed",
+    }
+)
+
+
+def grader_side(reason: object) -> bool:
+    """Whether a could-not-grade reason (a :class:`T`) is the grader's side, not the learner's."""
+    return isinstance(reason, T) and (
+        reason.key in GRADER_SIDE_REASONS or reason.key.startswith("snapshot_")
+    )
+
 
 @dataclass(kw_only=True)
 class Failure:

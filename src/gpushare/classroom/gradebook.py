@@ -23,7 +23,7 @@ from pathlib import Path
 
 from gpushare.classroom import texts
 from gpushare.data import JsonObject
-from gpushare.feedback import Failure
+from gpushare.feedback import Failure, T, grader_side
 from gpushare.grading import runner
 from gpushare.locations import graders_dir
 from gpushare.reports import clean, junit, messages
@@ -220,6 +220,8 @@ def error_results(
         if why:
             said = word("why_said", lang, why=word(f"why_{why}", lang), reason=said)
     text = word("not_graded", lang, reason=said)
+    if grader_side(detail):  # not the learner's doing: whom to tell
+        text += "\n" + messages.render_value(T("grader_side"), lang)
     cells = [
         CheckResult(
             number=c.number,

@@ -255,6 +255,8 @@ def render_failure(number: str, failure: Failure | CheckFailed, lang: str) -> st
         if value is not None and value != "":
             lines.append(labelled(key, render_value(value, lang), lang))
     # a failure whose check's hint would mislead carries its own
+    if failure.kind:  # the grader could not judge: not the learner's mistake, and whom to tell
+        lines.append(render_value(T("grader_side"), lang))
     if failure.hint is not None:
         text = render_value(failure.hint, lang)
     else:

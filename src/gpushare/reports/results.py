@@ -14,7 +14,7 @@ from pathlib import Path
 
 from gpushare import __version__, versions
 from gpushare.data import JsonObject
-from gpushare.feedback import Failure
+from gpushare.feedback import Failure, grader_side
 from gpushare.reports import messages
 
 # What a JUnit XML may say about what was graded, besides the grade's own properties: these
@@ -313,7 +313,16 @@ class Report:
             out["output"] = messages.render_value(
                 messages.T("report_not_graded", reason=self.reason_said()), self.lang
             )
+        if not self.complete and self.grader_side:
+            out["output"] += "\n" + messages.render_value(messages.T("grader_side"), self.lang)
         return out
+
+    @property
+    def grader_side(self) -> bool:
+        """Whether the grade is void or cut short for a reason not the learner's doing (a
+        reason kept only as English words, from an older gpushare or an option, is not known
+        to be)."""
+        return grader_side(self.could_not_grade_detail)
 
     def _test(self, check: CheckResult) -> JsonObject:
         root = self.root_of(check) if not check.withheld else None

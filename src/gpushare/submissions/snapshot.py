@@ -667,14 +667,14 @@ def _unpack(path: Path, tar: tarfile.TarFile, ti: tarfile.TarInfo, scratch: Path
     if not (ti.isreg() or ti.isdir() or ti.issym()):
         raise refused("snapshot_special_member", f"member {name!r} is a device, FIFO or hard link")
     if ".." in name.split("/"):
-        raise refused("snapshot_climbs_out", f"hostile member refused ({name!r} climbs out)")
+        raise refused("snapshot_climbs_out", f"member refused: {name!r} climbs out")
     data_filter = getattr(tarfile, "data_filter", None)  # Python 3.11.4+: a second opinion
     if data_filter is not None:
         try:
             data_filter(ti, str(scratch))
         except tarfile.FilterError as exc:
             raise SnapshotError(
-                f"{path}: hostile member refused ({exc})",
+                f"{path}: a member that cannot be unpacked safely ({exc})",
                 "refused",
                 T("snapshot_hostile", error=str(exc)[:200]),
             ) from None
