@@ -1,5 +1,6 @@
 # gpushare: `make setup` once (builds the control plane, many minutes cold), then `make test`.
-# Learners: `make grade` (WORKDIR=/root/gpushare by default).
+# Learners: `make grade` (WORKDIR=/root/gpushare by default; STEP=1 for one step), or
+# learner/Makefile copied into the work dir.
 
 # the distribution's python3.11 when there is one that can make a venv, as in the lab and grading
 # images (Debian's grades about 10% faster than a version manager's default build: README,
@@ -12,7 +13,7 @@ BIN     := $(VENV)/bin
 WORKDIR ?= /root/gpushare
 STAMP   := $(VENV)/.installed
 
-.PHONY: setup install test test-fast record demo lint grade submit up down reset status solve bench stress clean images
+.PHONY: setup install test test-fast record demo lint grade submit up down reset status bench stress clean images
 
 setup: install sandbox
 	$(BIN)/gpushare setup
@@ -73,9 +74,11 @@ test-fast: install
 		-q -n 2 \
 		--ignore=tests/test_sandbox.py --ignore=tests/test_isolation.py
 
-# re-record the fast tier's lab states and the demo's examples from a real lab
+# re-record the fast tier's lab states and the demo's examples from a real lab, then the
+# 47-learner class fixture of the LMS exports (tests/data/class-47.tgz) from those states
 record: setup
 	$(BIN)/python -m tests.record_states
+	$(BIN)/python -m tests.record_class
 
 # the product in a minute, on a fresh machine (no control-plane build): two bundled
 # submissions graded as their learners would see them (our own examples: no sandbox needed)
@@ -93,13 +96,19 @@ lint: install
 	@! grep -rnE 'type: ignore(\[[a-z-]+(, *[a-z-]+)*\])? *$$' src graders \
 		|| { echo 'lint: a `type: ignore` says why, in a comment after it'; exit 1; }
 
-grade: setup
-	$(BIN)/gpushare up
-	$(BIN)/gpushare grade --workdir $(WORKDIR) $(GRADE_ARGS)
+# the lab as it is, never started nor created (a misspelt GPUSHARE_CLUSTER names a lab that does
+# not exist: the grade says so, with the labs that do; a stopped lab: `make up`); STEP=1: only
+# that step. Only the grade is printed, and a grade that is not perfect is no error of make's
+# (`gpushare grade` itself still exits 1 for scripts; 2, no grade at all, fails make).
+# learner/Makefile, copied into the work dir, gives the same `make grade` there.
+grade: install
+	@$(BIN)/gpushare grade --workdir $(WORKDIR) $(if $(STEP),--step $(STEP)) $(GRADE_ARGS) \
+		|| [ $$? -eq 1 ]
 
-# hand in: one hashed file of the lab's objects and the work dir (LEARNER=id, OUT=file|dir)
+# hand in: one hashed file of the lab's objects and the work dir, written into the work dir
+# (LEARNER=id, else $GPUSHARE_LEARNER, else asked once; OUT=file|dir), and what to do with it
 submit: install
-	$(BIN)/gpushare snapshot --workdir $(WORKDIR) $(if $(LEARNER),--learner $(LEARNER)) \
+	@$(BIN)/gpushare submit --workdir $(WORKDIR) $(if $(LEARNER),--learner $(LEARNER)) \
 		$(if $(OUT),--out $(OUT)) $(SUBMIT_ARGS)
 
 up: setup
@@ -114,8 +123,13 @@ reset: install
 status: install
 	$(BIN)/gpushare status
 
+# the reference solution, where there is one: the learners' lab image holds no solutions/ (and
+# so has no solve target)
+ifneq ($(wildcard solutions/solve.sh),)
+.PHONY: solve
 solve: setup
 	$(BIN)/gpushare solve --workdir $(WORKDIR)
+endif
 
 bench: setup
 	$(BIN)/python benchmarks/bench_lab.py

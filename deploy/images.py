@@ -14,15 +14,16 @@ and ``podman import`` makes it an image. On it:
 
 Then, each a step of its own (``--steps``), all in containers:
 
-* ``class``: a class of snapshots graded by the pods of the Job that ``gpushare class job``
+* ``class``: a class of snapshots graded by the pods of the Job that ``deploy/job.py``
   prints, each run by podman with that pod's exact command and security context
   (``deploy/pod.py`` translates it field by field), merged, and ``grades.csv`` compared byte
   for byte with a host run;
 * ``sandbox``: the same pod with one setting removed at a time: bubblewrap must fail and the
   refusal must name the cause and the setting (``gpushare.sandbox.diagnose``); and with a
   ``Localhost`` seccomp profile (``deploy/seccomp-bwrap.json``) instead of ``Unconfined``;
-* ``lab``: the lab image's smoke test: ``make up``, the learner's kubectl, solve, ``make
-  grade`` at 100, ``make submit``, and that snapshot graded 100 on the host.
+* ``lab``: the lab image's smoke test: ``make up``, the learner's kubectl, the reference
+  solution (mounted for the test: the image holds none), ``make grade`` at 100, ``make
+  submit``, and that snapshot graded 100 on the host.
 
 Podman here needs two settings that are given in a ``containers.conf`` of our own (through
 ``CONTAINERS_CONF``, nothing global is changed): explicit rlimits (podman's defaults need
@@ -40,6 +41,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import contextlib
+import io
 import json
 import os
 import re
@@ -53,9 +55,12 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "deploy"), str(ROOT)]
+sys.path[:0] = [str(ROOT)]
 
-import pod  # noqa: E402  (deploy/pod.py)
+from deploy import job, pod  # noqa: E402  (deploy/job.py, deploy/pod.py)
+from gpushare import version  # noqa: E402
+
+VERSION = version()  # each image's tag and label: `gpushare --version`
 
 BUILD = ROOT / "build" / "images"
 VENV_BIN = ROOT / ".venv" / "bin"
@@ -77,8 +82,6 @@ runtime = "runc"
 # the pods of the class procedure, which share volumes: one host uid range for all (deploy/pod.py
 # says why), outside the "containers" range below that --userns=auto takes from
 USERNS_RANGE = (1_000_000_000, 65536)
-# the loader of `class job` (step 2 of its procedure) marks the snapshots complete with this
-READY_MARKER = ".gpushare-ready"
 # --userns=auto (hostUsers: false) takes uid ranges from the "containers" user's subordinate ids
 SUBID_LINE = "containers:2147483647:2147483648"
 
@@ -218,6 +221,8 @@ def step_grade_image(args: argparse.Namespace) -> None:
             *build_mounts(args),
             "--build-arg",
             f"BASE={args.base}",
+            "--build-arg",
+            f"VERSION={VERSION}",
             "-t",
             args.grade,
             "-f",
@@ -225,6 +230,10 @@ def step_grade_image(args: argparse.Namespace) -> None:
             str(ROOT),
         )
     figures["grading image size"] = image_size(args.grade)
+    check(
+        version_label(args.grade) == VERSION,
+        f"the grading image's version label is {VERSION} ({version_label(args.grade)!r})",
+    )
     listed = podman(
         "run", "--rm", args.grade, "pip", "list", "--format", "freeze", capture_output=True
     ).stdout
@@ -241,6 +250,15 @@ def step_grade_image(args: argparse.Namespace) -> None:
         f"missing: {sorted(locked - installed)})",
     )
     check("kubernetes" not in installed, "the grading image has no `kubernetes` package")
+
+
+def version_label(image: str) -> str:
+    """The ``org.opencontainers.image.version`` label of a built image."""
+    return podman(
+        "image", "inspect", "--format",
+        '{{index .Labels "org.opencontainers.image.version"}}', image,
+        capture_output=True,
+    ).stdout.strip()  # fmt: skip
 
 
 def go_env(name: str) -> str:
@@ -261,7 +279,7 @@ def step_lab_image(args: argparse.Namespace) -> None:
         "-v",
         f"{gocache}:/root/.cache/go-build",
     ]
-    build_args = ["--build-arg", f"BASE={args.base}"]
+    build_args = ["--build-arg", f"BASE={args.base}", "--build-arg", f"VERSION={VERSION}"]
     for name in ("GOPROXY", "GOSUMDB", "GONOSUMDB", "GOPRIVATE"):
         build_args += ["--build-arg", f"{name}={go_env(name)}"]
     with timed("lab image build (s)"):
@@ -276,6 +294,19 @@ def step_lab_image(args: argparse.Namespace) -> None:
             str(ROOT),
         )
     figures["lab image size"] = image_size(args.lab)
+    label = version_label(args.lab)
+    check(label == VERSION, f"the lab image's version label is {VERSION} ({label!r})")
+    # the answer key is not in the learner's pod, nor a way to make it
+    found = podman(
+        "run", "--rm", args.lab, "bash", "-c",
+        "cd /opt/gpushare && ls -d solutions 2>&1; find / -xdev -name solve.sh 2>/dev/null; "
+        "make -n solve 2>&1 | tail -1",
+        check=False, capture_output=True,
+    ).stdout  # fmt: skip
+    check(
+        "No such file" in found and "solve.sh" not in found and "No rule" in found,
+        f"the lab image has no solutions/, no solve.sh and no `make solve` ({found.strip()!r})",
+    )
 
 
 def make_class(out: Path) -> list[Path]:
@@ -294,16 +325,13 @@ def make_class(out: Path) -> list[Path]:
 
 
 def printed_job(image: str, shards: int, expect: int) -> list[dict[str, Any]]:
-    """The objects ``gpushare class job`` prints, parsed from its very output (the bash
-    procedure's ``<<'YAML'`` here-documents). ``--expect`` is given where ``class job`` knows
-    it."""
-
-    base = ["class", "job", "--image", image, "--shards", str(shards)]
-    done = gpushare(*base, "--expect", str(expect), check=False, capture_output=True)
-    if done.returncode == 2 and "--expect" in done.stderr:  # a class job without --expect
-        done = gpushare(*base, capture_output=True)
-    done.check_returncode()
-    return [o for block in pod.printed_objects(done.stdout) for o in block]
+    """The objects deploy/job.py prints, parsed from its very output (the bash procedure's
+    ``<<'YAML'`` here-documents)."""
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text):
+        code = job.main(["--image", image, "--shards", str(shards), "--expect", str(expect)])
+    check(code == 0, f"deploy/job.py prints the procedure (exit {code})")
+    return [o for block in pod.printed_objects(text.getvalue()) for o in block]
 
 
 def shared_grade_args(command: list[str]) -> list[str]:
@@ -374,7 +402,7 @@ def step_class(args: argparse.Namespace) -> None:
     subs.mkdir()
     snaps = make_class(subs)
     figures["class size"] = len(snaps)
-    (subs / READY_MARKER).touch()  # what the loader of `class job` does once all are in
+    (subs / job.READY).touch()  # what the procedure's loader does once all are in
     objects = printed_job(args.grade, args.shards, len(snaps))
     spec = pod.pod_spec(objects)
     command = spec["containers"][0]["command"]
@@ -521,7 +549,7 @@ def step_sandbox(args: argparse.Namespace) -> None:
         path.chmod(0o755 if path.is_dir() else 0o644)
     write_no_userns_profile(work / "seccomp-no-userns.json")
     shutil.copy(ROOT / "deploy" / "seccomp-bwrap.json", work / "seccomp-bwrap.json")
-    (subs / READY_MARKER).touch()
+    (subs / job.READY).touch()
     objects = printed_job(args.grade, 1, 1)
     spec = pod.pod_spec(objects)
     causes = [v for v in vars(diagnose).values() if isinstance(v, diagnose.Cause)]
@@ -599,6 +627,9 @@ def step_lab(args: argparse.Namespace) -> None:
         name,
         "-v",
         f"{work}:/handin",
+        # the reference solution for this smoke test only: the image holds none
+        "-v",
+        f"{ROOT / 'solutions'}:/opt/solutions:ro",
         args.lab,
         "sleep",
         "3600",
@@ -624,8 +655,11 @@ def step_lab(args: argparse.Namespace) -> None:
             and nodes.stdout.split() == ["node/lab-node-0", "node/lab-node-1", "node/lab-node-2"],
             f"lab: the learner's kubectl lists the three nodes ({nodes.stdout.split()})",
         )
-        solve = sh("cd /opt/gpushare && make solve")
-        check(solve.returncode == 0, f"lab: make solve ({solve.stderr[-300:]!r})")
+        solve = sh(
+            "cd /opt/gpushare && GPUSHARE_SOLUTIONS=/opt/solutions gpushare solve "
+            "--workdir /root/gpushare"
+        )
+        check(solve.returncode == 0, f"lab: solve, mounted ({solve.stderr[-300:]!r})")
         grade = sh(
             "cd /opt/gpushare && make grade GRADE_ARGS='--lang en --json /tmp/r.json' "
             ">/dev/null && python3 -c \"import json; print(json.load(open('/tmp/r.json'))"
@@ -679,7 +713,8 @@ STEPS = {
 }
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """The options of ``make images`` (``IMAGES_ARGS``); each image tagged with the version."""
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -689,8 +724,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         help=f"comma-separated, in this order: {','.join(STEPS)}",
     )
     parser.add_argument("--base", default="localhost/gpushare-base:bookworm")
-    parser.add_argument("--grade", default="localhost/gpushare-grade:dev")
-    parser.add_argument("--lab", default="localhost/gpushare-lab:dev")
+    parser.add_argument("--grade", default=f"localhost/gpushare-grade:{VERSION}")
+    parser.add_argument("--lab", default=f"localhost/gpushare-lab:{VERSION}")
     parser.add_argument("--suite", default="bookworm")
     parser.add_argument("--mirror", default="http://deb.debian.org/debian")
     parser.add_argument("--lock", default="requirements/grade.lock")
@@ -698,7 +733,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--no-cache", action="store_true", help="build every layer again (for build times)"
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     steps = [s.strip() for s in args.steps.split(",") if s.strip()]
     unknown = [s for s in steps if s not in STEPS]
     if unknown:

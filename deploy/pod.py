@@ -1,8 +1,8 @@
-"""A pod of the Job that ``gpushare class job`` prints, as a ``podman run`` command line.
+"""A pod of the Job that ``deploy/job.py`` prints, as a ``podman run`` command line.
 
 There is no cluster that runs containers here (kwok runs none), so ``make images`` runs each
 pod of the printed Job with podman, translated field by field from the very manifest
-(:func:`gpushare.classroom.job.manifests`), never from a second copy of the settings:
+(:func:`deploy.job.manifests`), never from a second copy of the settings:
 
 =====================================================  =============================================
 pod field                                              podman
@@ -18,8 +18,10 @@ pod field                                              podman
 ``appArmorProfile`` Unconfined / default               ``apparmor=unconfined`` / -
 ``resources.limits.memory`` (``cpu``)                  ``--memory`` (``--cpus``)
 ``env`` (the completion index from the annotation)     ``-e NAME=VALUE``
-``command`` with ``$(VAR)``                            expanded as the kubelet does
+``command`` with ``$(VAR)``                            ``--entrypoint``, ``$(VAR)`` expanded
+``args`` alone (the image's entrypoint kept)           the words after the image
 ``volumeMounts`` of claims / ``emptyDir``              ``-v HOSTDIR:PATH[:ro]``
+an ``emptyDir`` given no host folder                   ``--tmpfs PATH:rw,exec,...`` (its sizeLimit)
 =====================================================  =============================================
 
 ``drop`` removes one setting (``make images`` shows the hint bwrap's failure then gives).
@@ -36,7 +38,7 @@ SETTINGS = ("hostUsers", "procMount", "seccompProfile", "appArmorProfile")
 
 
 def printed_objects(script: str) -> list[list[dict[str, Any]]]:
-    """The objects of each ``kubectl apply`` in the procedure ``gpushare class job`` prints, in
+    """The objects of each ``kubectl apply`` in the procedure ``deploy/job.py`` prints, in
     order: its ``<<'YAML'`` here-documents (read from the printed text, for ``make images`` and
     the tests, never from a second copy of it)."""
     blocks = re.findall(r"<<'YAML'\n(.*?)\nYAML\n", script, re.S)
@@ -121,7 +123,9 @@ def run_args(
     ``spec``: ``volumes`` maps each volume name to a host folder; ``localhost_profiles`` is the
     folder of seccomp ``Localhost`` profiles (the kubelet's ``/var/lib/kubelet/seccomp``);
     ``drop`` names settings of :data:`SETTINGS` to leave out; ``container`` names one of the
-    pod's containers or init containers (default: its only container).
+    pod's containers or init containers (default: its only container). An ``emptyDir`` that
+    ``volumes`` does not name is a tmpfs of its size, writable and executable by all as the
+    kubelet's folder is.
 
     ``userns_range`` (first host uid, count): every pod in that one range, ``hostUsers: false``
     or not, for the pods of a procedure that share volumes. On a cluster the kubelet gives each
@@ -186,6 +190,11 @@ def run_args(
     by_name = {v["name"]: v for v in spec.get("volumes", [])}
     for mount in chosen.get("volumeMounts", []):
         volume = by_name[mount["name"]]
+        if mount["name"] not in volumes and "emptyDir" in volume:
+            size = volume["emptyDir"].get("sizeLimit")
+            extra = f",size={_quantity_bytes(size)}" if size else ""
+            args += ["--tmpfs", f"{mount['mountPath']}:rw,exec,nosuid,nodev,mode=1777{extra}"]
+            continue
         if mount["name"] not in volumes:
             raise ValueError(f"no host folder given for volume {mount['name']!r}")
         read_only = mount.get("readOnly") or volume.get("persistentVolumeClaim", {}).get("readOnly")
@@ -196,9 +205,9 @@ def run_args(
     if "workingDir" in chosen:
         args += ["--workdir", chosen["workingDir"]]
     command = [expand(part, env) for part in chosen.get("command", [])]
-    command += [expand(part, env) for part in chosen.get("args", [])]
-    if command:
-        args += ["--entrypoint", command[0], image, *command[1:]]
-    else:
-        args.append(image)
+    words = [expand(part, env) for part in chosen.get("args", [])]
+    if command:  # the image's entrypoint replaced, as the kubelet does
+        args += ["--entrypoint", command[0], image, *command[1:], *words]
+    else:  # args alone replace the image's CMD only
+        args += [image, *words]
     return args

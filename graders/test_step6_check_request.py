@@ -43,12 +43,13 @@ RUN_FAULTS = frozenset({"crashed", "timeout", "killed", "not_run"})
 def _script_ok(runs: RequestRuns, strict: bool = False) -> None:
     """Fail when the script cannot be run; with ``strict`` also when it is not executable."""
     if runs.problem is not None and (strict or runs.command is None):
-        fail(problem=T(f"script_problem_{runs.problem}"), where=SCRIPT, cause=_fault(runs))
+        fail(problem=runs.problem_said(), where=SCRIPT, cause=_fault(runs))
 
 
 def _fault(runs: RequestRuns) -> str:
-    """The cause key of the script's own problem (missing, not executable...)."""
-    return f"script:{runs.problem}"
+    """The cause key of the script's own problem (missing, not executable...), or of the root
+    it follows from (the work dir itself is missing)."""
+    return runs.cause or f"script:{runs.problem}"
 
 
 def _output(run: CaseRun) -> T:

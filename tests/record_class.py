@@ -5,7 +5,7 @@
 real ``gpushare class grade`` (in the sandbox where it can run), and keeps what an export reads,
 ``grades.csv``, ``class.json`` and every ``<learner>/results.json``, in
 ``tests/data/class-47.tgz``. Grading 47 snapshots takes a minute of both cores; the export
-tests read the recorded folder in a fraction of a second. Run it again after ``make record``.
+tests read the recorded folder in a fraction of a second. ``make record`` runs it after the states.
 
 The class, as an instructor's folder holds it:
 

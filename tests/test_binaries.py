@@ -23,7 +23,17 @@ def empty_cache(tmp_path, monkeypatch):
     return tmp_path / "cache"
 
 
-def test_configured_binary_must_have_the_pinned_version(monkeypatch, tmp_path):
+@pytest.fixture
+def built() -> None:
+    """The binaries `make setup` builds into the cache, which the fast tier does not need: a
+    fresh clone runs `make test-fast` before any build, so there a test of them is skipped.
+    Every other tier (`make test` runs `make setup` first) fails when one is missing."""
+    missing = [name for name in versions.COMPONENTS if not binaries.cached_path(name).is_file()]
+    if missing and os.environ.get("GPUSHARE_TEST_TIER") == "fast":
+        pytest.skip(f"not built yet (make setup): {', '.join(missing)}")
+
+
+def test_configured_binary_must_have_the_pinned_version(built, monkeypatch, tmp_path):
     kubectl = binaries.find("kubectl")
     assert kubectl is not None, "run make setup first"
     monkeypatch.setenv("GPUSHARE_BIN_KUBECTL", str(kubectl))
@@ -36,7 +46,7 @@ def test_configured_binary_must_have_the_pinned_version(monkeypatch, tmp_path):
         binaries.find("kubectl")
 
 
-def test_cached_binaries_report_their_pinned_versions():
+def test_cached_binaries_report_their_pinned_versions(built):
     for name in versions.COMPONENTS:
         path = binaries.cached_path(name)
         assert path.is_file(), f"{name} not built"

@@ -38,7 +38,7 @@ from gpushare.classroom import flags, gradebook, identity, inputs, report
 from gpushare.reports import clean
 from gpushare.sandbox import isolation
 from gpushare.submissions import snapshot
-from tests.helpers import ROOT, discovered_checks
+from tests.helpers import MAX_SCORE, ROOT, discovered_checks
 
 RECORDED = ROOT / "tests" / "recorded"
 INDEX = json.loads((RECORDED / "index.json").read_text())
@@ -293,7 +293,7 @@ def class30(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     files["twin2"] = subs / "twin2" / "s.gpushare.tgz"
     files["twin2"].parent.mkdir(parents=True)
     shutil.copy2(files["twin1"], files["twin2"])
-    # the bundled reference, learner changed, hashes recomputed: 100 everywhere
+    # the bundled reference, learner changed, hashes recomputed: full marks everywhere
     ref = inputs.peek(RECORDED / "reference.gpushare.tgz")
     files["copycat"] = forge(
         "reference",
@@ -483,8 +483,8 @@ def test_every_honest_learner_has_their_own_correct_row(class30):
 def test_a_spoofed_learner_cannot_replace_anothers_row(class30):
     run = class30
     alice, mallory = _row_of(run, "alice"), _row_of(run, "mallory")
-    assert alice["learner"] == "alice" and alice["score"] == "100"
-    assert mallory["learner"] == "mallory" and mallory["score"] != "100"
+    assert alice["learner"] == "alice" and alice["score"] == str(MAX_SCORE)
+    assert mallory["learner"] == "mallory" and mallory["score"] != str(MAX_SCORE)
     assert keys(mallory["flags"]) == ["manifest_learner", "same_claim", "future", "after_deadline"]
     assert keys(alice["flags"]) == ["same_claim"]  # both listed and flagged, in one group
     assert groups_of(alice["flags"]) == groups_of(mallory["flags"])
@@ -513,7 +513,7 @@ def test_copies_and_the_shipped_reference_are_flagged(class30):
     ]
     assert groups_of(twin1) == groups_of(twin2)
     copycat = _row_of(run, "copycat")
-    assert copycat["score"] == "100" and keys(copycat["flags"]) == ["reference_cluster"]
+    assert copycat["score"] == str(MAX_SCORE) and keys(copycat["flags"]) == ["reference_cluster"]
     late = _row_of(run, "latecomer")
     assert keys(late["flags"]) == ["after_deadline"]
     page = (run["out"] / "report.html").read_text()
@@ -1035,14 +1035,14 @@ def test_a_learners_own_metadata_file_never_says_whose_a_file_is(hostile):
     assert proc.returncode == 0, proc.stderr
     rows = _rows(hostile["out"])
     alice = rows["alice"]
-    assert alice["snapshot"] == hostile["files"]["alice"].name and alice["score"] == "100"
+    assert alice["snapshot"] == hostile["files"]["alice"].name and alice["score"] == str(MAX_SCORE)
     assert keys(alice["flags"]) == ["same_claim"]  # mallory's file claims her: said, not obeyed
     mallory = rows["mallory"]  # both of mallory's files are hers (her folder): the latest
     assert mallory["snapshot"] == "for-alice.gpushare.tgz"
     assert keys(mallory["flags"])[:3] == ["manifest_learner", "stray_metadata", "same_claim"]
     # the Gradescope export: 1001 is the export's Alice Smith, from her own submission
     assert rows["1001"]["snapshot"] == hostile["files"]["gs-alice"].name
-    assert rows["1001"]["score"] == "100"
+    assert rows["1001"]["score"] == str(MAX_SCORE)
     assert rows["1002"]["snapshot"] == "for-alice.gpushare.tgz"
     assert "stray_metadata" in keys(rows["1002"]["flags"])
     record = json.loads((hostile["out"] / "1002" / "results.json").read_text())
@@ -1089,7 +1089,7 @@ def test_the_shipped_reference_under_a_new_cluster_uid_is_still_flagged(hostile)
     kube-system and object uids are found, the manifest that disagrees is flagged, and one
     added newline leaves the files copies."""
     lazy = _rows(hostile["out"])["lazy"]
-    assert lazy["score"] == "100"
+    assert lazy["score"] == str(MAX_SCORE)
     assert keys(lazy["flags"]) == ["manifest_cluster", "reference_cluster", "reference_files"]
     page = (hostile["out"] / "report.html").read_text()
     assert "its manifest names another cluster than the one its answers come from" in page

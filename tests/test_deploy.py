@@ -3,21 +3,21 @@
 
 from __future__ import annotations
 
-import importlib.util
+import fnmatch
 import json
 import os
+import shlex
+import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
-
-from gpushare.classroom import job
+import yaml
+from deploy import job, pod
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("deploy_pod", ROOT / "deploy" / "pod.py")
-assert _spec is not None and _spec.loader is not None
-pod = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(pod)
 
 VOLUMES = {"snapshots": "/h/subs", "results": "/h/results", "tmp": "/h/tmp"}
 
@@ -154,10 +154,79 @@ def test_kubelet_expansion_of_commands():
 
 def test_what_cannot_be_translated_is_refused():
     spec = _spec_of()
-    with pytest.raises(ValueError, match="volume 'tmp'"):
-        pod.run_args(spec, index=0, image="img", volumes={"snapshots": "/a", "results": "/b"})
+    with pytest.raises(ValueError, match="volume 'results'"):
+        pod.run_args(spec, index=0, image="img", volumes={"snapshots": "/a", "tmp": "/b"})
     with pytest.raises(ValueError, match="unknown settings"):
         pod.run_args(spec, index=0, image="img", volumes=VOLUMES, drop={"privileged"})
+
+
+def test_an_empty_dir_without_a_host_folder_is_a_tmpfs_of_its_size():
+    args = pod.run_args(
+        _spec_of(), index=0, image="img", volumes={"snapshots": "/a", "results": "/b"}
+    )
+    at = args.index("--tmpfs")
+    assert args[at + 1] == "/tmp:rw,exec,nosuid,nodev,mode=1777,size=1g"
+
+
+def _podman(*extra: str) -> list[str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "deploy.job", "--podman", *extra],
+        capture_output=True, text=True, cwd=ROOT, timeout=60, check=True,
+    )  # fmt: skip
+    assert done.stdout.count("\n") == 1 and done.stderr == ""  # one line
+    return shlex.split(done.stdout)
+
+
+def _flags(argv: list[str], image: str) -> list[str]:
+    """The security and resource flags of a ``podman run`` (before the image): its folders
+    (``-v``, ``--tmpfs``) and environment (``-e``) left out, which differ by design."""
+    words = argv[: argv.index(image)]
+    out, skip = [], False
+    for word in words:
+        if skip:
+            skip = False
+        elif word in ("-v", "--tmpfs", "-e", "--entrypoint"):
+            skip = True
+        else:
+            out.append(word)
+    return out
+
+
+def test_the_one_line_run_has_exactly_the_grading_pods_settings():
+    """The podman line for a machine without Kubernetes: the Job's grading pod as
+    deploy/pod.py translates it for make images, less only its shard and its claims."""
+    image = "registry.example/gpushare-grade:0.1.0"
+    line = _podman("--image", image, "--expect", "30", "--lang", "en")
+    assert line[:3] == ["podman", "run", "--rm"]
+    pods = pod.run_args(
+        pod.pod_spec(job.manifests(image=image, shards=1, grade_args=["--expect", "30"])),
+        index=0, image=image, volumes=VOLUMES,
+    )  # fmt: skip
+    assert _flags(line[2:], image) == _flags(pods, image)
+    for needed in ("--userns=auto", "unmask=ALL", "seccomp=unconfined", "--cap-drop=all"):
+        assert needed in " ".join(line), needed
+    # the volumes: the snapshots read-only, the class written, a scratch /tmp
+    assert "$PWD/subs:/subs:ro" in line and "$PWD/out:/out" in line
+    assert line[line.index("--tmpfs") + 1].startswith("/tmp:rw,exec")
+    # the image's own entrypoint-less CMD replaced by the grade itself
+    assert line[line.index(image) + 1 :] == [
+        "gpushare", "class", "grade", "/subs", "--out", "/out", "--expect", "30",
+        "--seed", "0", "--timeout", "60", "--jobs", "2", "--lang", "en",
+    ]  # fmt: skip
+    # the shell expands $PWD: the printed words are quoted for it
+    assert '"$PWD/subs:/subs:ro"' in subprocess.run(
+        [sys.executable, "-m", "deploy.job", "--podman"], capture_output=True, text=True,
+        cwd=ROOT, check=True,
+    ).stdout  # fmt: skip
+
+
+def test_the_one_line_run_defaults_to_the_image_make_images_tags_with_the_version():
+    from gpushare import version
+
+    line = _podman()
+    assert f"localhost/gpushare-grade:{version()}" in line
+    sandboxless = _podman("--unsafe-no-sandbox")
+    assert "--userns=auto" not in sandboxless and "--unsafe-no-sandbox" in sandboxless
 
 
 def test_the_shipped_seccomp_profile_allows_what_bwrap_needs():
@@ -248,3 +317,199 @@ def test_the_cluster_takes_the_pod_settings_at_the_pod_security_level_the_readme
     finally:
         for level in levels:
             kubectl(lab, "delete", "namespace", f"{base}-{level}", "--wait=false", check=False)
+
+
+def _through_the_first_job(script: str) -> str:
+    """The printed script as printed, up to the apply of its first Job (the grading one), less
+    the loader's streaming: ``kubectl exec`` and a Ready pod need a kubelet, and kwok runs no
+    container. Every other line (the count, the namespace, its wait, the claims, the loader's
+    and the Job's applies, the leftovers' deletes) runs as printed."""
+    preamble, *sections = script.split("\n\n# ")
+    kept = [preamble]
+    for section in sections:
+        lines = section.split("\n")
+        if lines[0].startswith(("2. ", "3. ")):  # the loader's and the Job's: to their YAML
+            lines = lines[: lines.index(job.HEREDOC, 1) + 1]
+        kept.append("\n".join(lines))
+        if lines[0].startswith("3. "):
+            break
+    return "\n\n# ".join(kept) + "\n"
+
+
+def test_the_printed_script_creates_its_namespace_and_runs_again_on_a_fresh_cluster(lab, tmp_path):
+    """On a cluster without the namespace, the printed procedure creates it at the Pod Security
+    level it prints, and the apiserver accepts every object through the grading Job, whose pods
+    its admission lets the Job controller create; run a second time, it passes again."""
+    from gpushare.lab import binaries
+    from tests.helpers import kubectl
+
+    ns = f"fresh-{os.getpid()}"
+    assert kubectl(lab, "get", "namespace", ns, check=False).returncode != 0
+    proc = subprocess.run(
+        [sys.executable, "-m", "deploy.job", "--image", "registry.example/gpushare-grade:0.1.0",
+         "--shards", "2", "--expect", "1", "--namespace", ns],
+        capture_output=True, text=True, cwd=ROOT, timeout=60, check=True,
+    )  # fmt: skip
+    script = tmp_path / "class-job.sh"
+    script.write_text(_through_the_first_job(proc.stdout))
+    assert "wait_job gpushare-class" not in script.read_text()
+    assert "kind: Job" in script.read_text() and "k exec" not in script.read_text()
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    shutil.copy2(ROOT / "examples" / "reference.gpushare.tgz", subs)
+    env = {
+        **os.environ,
+        "KUBECTL": str(binaries.find("kubectl")),
+        "KUBECONFIG": str(lab.kubeconfig),
+    }
+    try:
+        for run in ("first", "again"):
+            done = subprocess.run(
+                ["bash", str(script), str(subs)], capture_output=True, text=True, env=env,
+                timeout=180,
+            )  # fmt: skip
+            assert done.returncode == 0, (run, done.stdout, done.stderr)
+            assert "job.batch/gpushare-class created" in done.stdout, (run, done.stdout)
+            made = json.loads(kubectl(lab, "get", "namespace", ns, "-o", "json").stdout)
+            labels = made["metadata"]["labels"]
+            assert labels["pod-security.kubernetes.io/enforce"] == "privileged"
+            # the Job controller's pods, admitted by Pod Security at the namespace's level
+            deadline = time.monotonic() + 60
+            while True:
+                pods = json.loads(
+                    kubectl(lab, "get", "pods", "-n", ns, "-l", "job-name=gpushare-class",
+                            "-o", "json").stdout
+                )["items"]  # fmt: skip
+                if len(pods) == 2:
+                    break
+                events = kubectl(lab, "get", "events", "-n", ns, check=False).stdout
+                assert time.monotonic() < deadline, f"no grading pods after 60 s:\n{events}"
+                time.sleep(0.5)
+            assert "pod/gpushare-class-loader created" in done.stdout
+        # the learners' lab pod: admitted at the level the namespace has
+        admitted = kubectl(
+            lab, "create", "--dry-run=server", "-n", ns, "-f", "-",
+            input=json.dumps(lab_pod()), check=False,
+        )  # fmt: skip
+        assert admitted.returncode == 0, admitted.stderr
+    finally:
+        kubectl(lab, "delete", "namespace", ns, "--wait=false", check=False)
+
+
+# --- the images' build: what each Containerfile copies (no image built here) ----------------
+
+
+def _ignored(path: str, patterns: list[str]) -> bool:
+    """Whether ``.containerignore`` keeps ``path`` out of the build context (its patterns as
+    podman reads them: a folder's pattern holds what is under it, ``**/`` any depth)."""
+    parts = path.split("/")
+    prefixes = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+    for pattern in patterns:
+        if pattern.startswith("**/"):
+            if any(fnmatch.fnmatch(p, pattern[3:]) for p in parts):
+                return True
+        elif any(fnmatch.fnmatch(p, pattern.rstrip("/")) for p in prefixes):
+            return True
+    return False
+
+
+def _context() -> list[str]:
+    """The build context: the checkout's files less what ``.containerignore`` leaves out."""
+    lines = (ROOT / ".containerignore").read_text().splitlines()
+    patterns = [ln.strip() for ln in lines if ln.strip() and not ln.startswith("#")]
+    tracked = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    return [f for f in tracked if (ROOT / f).is_file() and not _ignored(f, patterns)]
+
+
+def _copied(containerfile: Path) -> list[str]:
+    """The files the image's last stage copies from the build context (``COPY`` without
+    ``--from``), their paths in the context."""
+    text = containerfile.read_text().replace("\\\n", " ")
+    last = text.split("\nFROM ")[-1]
+    sources = []
+    for line in last.splitlines():
+        words = line.split()
+        if words[:1] == ["COPY"] and not any(w.startswith("--from") for w in words):
+            sources += [w.rstrip("/") for w in words[1:-1] if not w.startswith("--")]
+    assert sources, f"no COPY read in {containerfile.name}"
+    context = _context()
+    # a source the context lacks (ignored, or never there) would fail the build
+    lacking = [s for s in sources if not any(f == s or f.startswith(f"{s}/") for f in context)]
+    assert lacking == [], f"{containerfile.name} copies what the build context has not"
+    return [f for f in _context() if any(f == s or f.startswith(f"{s}/") for s in sources)]
+
+
+def test_the_learners_image_holds_no_reference_solution_nor_a_way_to_make_it(tmp_path):
+    """The lab image's files, as its Containerfile copies them from the build context: no
+    solutions/, no file of it under another name, and the Makefile it ships has no ``solve``
+    target (which the checkout's has, beside its solutions/)."""
+    shipped = _copied(ROOT / "deploy" / "lab.Containerfile")
+    assert {"Makefile", "graders/lab.toml", "src/gpushare/cli.py"} <= set(shipped)
+    assert not [f for f in _context() if f.startswith("solutions/")]  # not even in the context
+    assert not [f for f in shipped if f.startswith(("solutions/", "tests/", "examples/"))]
+    answers = {
+        (ROOT / f).read_bytes()
+        for f in subprocess.run(
+            ["git", "ls-files", "solutions"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.split()
+    }
+    assert len(answers) >= 5
+    assert not [f for f in shipped if (ROOT / f).read_bytes() in answers]
+    # the image's tree of those files: `make solve` there has no rule
+    for f in shipped:
+        (tmp_path / f).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / f, tmp_path / f)
+    made = subprocess.run(["make", "-n", "solve"], cwd=tmp_path, capture_output=True, text=True)
+    assert made.returncode != 0 and "No rule to make target 'solve'" in made.stderr, made
+    shutil.copytree(ROOT / "solutions", tmp_path / "solutions")
+    made = subprocess.run(["make", "-n", "solve"], cwd=tmp_path, capture_output=True, text=True)
+    assert made.returncode == 0 and "gpushare solve --workdir" in made.stdout, made
+
+
+def test_the_grading_image_copies_no_solution_either():
+    shipped = _copied(ROOT / "Containerfile")
+    assert "graders/lab.toml" in shipped and "examples/reference.gpushare.tgz" in shipped
+    assert not [f for f in shipped if f.startswith("solutions/")]
+
+
+def test_make_images_tags_each_image_with_the_version():
+    from deploy import images
+
+    from gpushare import version
+
+    args = images.parser().parse_args([])
+    assert args.grade == f"localhost/gpushare-grade:{version()}"
+    assert args.lab == f"localhost/gpushare-lab:{version()}"
+
+
+def test_each_image_carries_the_version_in_its_label():
+    """What ``make images`` builds is labelled with the version its tag carries (images.py
+    passes ``--build-arg VERSION``, tags ``...:VERSION``; checked on the built lab image)."""
+    for containerfile in (ROOT / "Containerfile", ROOT / "deploy" / "lab.Containerfile"):
+        last = containerfile.read_text().split("\nFROM ")[-1]
+        assert "ARG VERSION" in last and "org.opencontainers.image.version=$VERSION" in last
+
+
+def lab_pod(learner: str = "ada", version: str = "0.1.0") -> dict:
+    """deploy/lab-pod.yaml filled in as its own comment says (sed of LEARNER_ID, VERSION)."""
+    text = (ROOT / "deploy" / "lab-pod.yaml").read_text()
+    return yaml.safe_load(text.replace("LEARNER_ID", learner).replace("VERSION", version))
+
+
+def test_the_lab_pod_has_the_sandboxs_settings_and_no_way_into_the_cluster():
+    made = lab_pod()
+    spec = made["spec"]
+    (lab,) = spec["containers"]
+    grading = pod.pod_spec(job.manifests(image="img", shards=1))
+    needs = grading["containers"][0]["securityContext"]
+    assert spec["hostUsers"] is grading["hostUsers"] is False
+    for key in ("procMount", "seccompProfile", "appArmorProfile"):
+        assert lab["securityContext"][key] == needs[key], key
+    assert spec["automountServiceAccountToken"] is False
+    assert made["metadata"]["name"] == "lab-ada"
+    assert {"name": "GPUSHARE_LEARNER", "value": "ada"} in lab["env"]
+    assert lab["image"].endswith(":0.1.0") and "VERSION" not in json.dumps(made)
+    assert [m["mountPath"] for m in lab["volumeMounts"]] == ["/root/gpushare"]

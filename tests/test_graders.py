@@ -211,7 +211,7 @@ def test_grading_the_lab_by_name_neither_starts_nor_repairs_it(lab, state, clien
     absent = f"gpushare-test-absent-{os.getpid()}"
     proc = _gpushare("grade", "--workdir", str(workdir), env={"GPUSHARE_CLUSTER": absent})
     assert proc.returncode == 2
-    assert f"the lab {absent} is not up" in proc.stderr and "gpushare up" in proc.stderr
+    assert f"the lab {absent} does not exist" in proc.stderr and lab.name in proc.stderr
     pytest_run = subprocess.run(
         [sys.executable, "-m", "pytest", "graders", "--workdir", str(workdir), "-q"],
         capture_output=True,
@@ -224,8 +224,31 @@ def test_grading_the_lab_by_name_neither_starts_nor_repairs_it(lab, state, clien
         timeout=120,
     )
     assert pytest_run.returncode == 2, pytest_run.stdout + pytest_run.stderr
-    assert f"the lab {absent} is not up" in pytest_run.stdout + pytest_run.stderr
+    assert f"the lab {absent} does not exist" in pytest_run.stdout + pytest_run.stderr
     assert not cluster.Lab(absent).dir.exists()
+
+
+def test_a_missing_work_dir_is_said_once_first_and_no_file_is_called_missing(lab, state, tmp_path):
+    """The learner's default /root/gpushare, or a WORKDIR= typo: the grade's first line says the
+    folder does not exist and how to name another; no file check says its file is missing."""
+    gone = tmp_path / "nowhere"
+    proc = _gpushare(
+        "grade",
+        "--kubeconfig",
+        str(lab.kubeconfig),
+        "--workdir",
+        str(gone),
+        "--lang",
+        "en",
+        "--color",
+        "no",
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    first, *rest = proc.stdout.splitlines()
+    assert f"{gone} does not exist" in first and "WORKDIR=DIR" in first and "--workdir" in first
+    assert "The file does not exist." not in proc.stdout
+    assert "bin/check-request.sh does not exist" not in proc.stdout
+    assert sum(f"{gone} does not exist (see the first line)" in line for line in rest) >= 2
 
 
 def test_pytest_graders_gives_the_same_checks_and_score(lab, state, tmp_path):

@@ -30,7 +30,7 @@ from gpulab import requestcases
 from gpushare.grading import capture
 from gpushare.sandbox import isolation, levels
 from gpushare.submissions import snapshot
-from tests.helpers import ALL_CHECKS, _gpushare, processes_with
+from tests.helpers import ALL_CHECKS, MAX_SCORE, _gpushare, processes_with
 
 # Gradescope's published results.json specification ("Autograder Specifications", Output
 # format; gradescope/autograder_samples docs/specs.md), field by field, with its types.
@@ -122,7 +122,7 @@ def check_spec(results: dict, graded: bool = True) -> None:
     jsonschema.validate(results, SPEC)
     if graded:
         jsonschema.validate(results, GRADED)
-        assert results["extra_data"]["max_score"] == 100
+        assert results["extra_data"]["max_score"] == MAX_SCORE
         assert sum(t["score"] for t in results["tests"]) == results["score"]
 
 
@@ -341,12 +341,13 @@ def test_solved_snapshot_scores_100(autograder, snaps):
     proc, results = autograder.run(snaps["solved"])
     assert proc.returncode == 0, proc.stdout + proc.stderr
     check_spec(results)
-    assert results["score"] == 100
+    assert results["score"] == MAX_SCORE
     assert all(t["status"] == "passed" and t["visibility"] == "visible" for t in results["tests"])
-    assert results["output"] == "100/100\nAll checks passed."
+    assert results["output"] == f"{MAX_SCORE}/{MAX_SCORE}\nAll checks passed."
     assert results["output_format"] == "text" and results["stdout_visibility"] == "hidden"
     assert results["extra_data"]["cluster"]["learner"] == "solved"
-    assert "Total: 100/100" in proc.stdout  # the instructors' stdout: the terminal summary
+    # the instructors' stdout: the terminal summary
+    assert f"Total: {MAX_SCORE}/{MAX_SCORE}" in proc.stdout
 
 
 def test_fresh_snapshot_scores_0_with_feedback(autograder, snaps):
@@ -398,7 +399,7 @@ def test_a_renamed_snapshot_is_graded_by_its_content(autograder, snaps, tmp_path
     shutil.copy2(snaps["solved"], renamed)
     proc, results = autograder.run(renamed)
     assert proc.returncode == 0, proc.stdout
-    assert results["score"] == 100
+    assert results["score"] == MAX_SCORE
 
 
 # --------------------------------------------------------------------------- the policy
@@ -450,7 +451,7 @@ def test_hidden_checks_leak_nothing_and_the_wording_stays_honest(autograder, sna
     shown = [t for t in results["tests"] if t["visibility"] == "visible"]
     top = sum(t["max_score"] for t in shown)
     assert f"Visible checks: {top}/{top}\n" in results["output"]  # not the hidden ones' points
-    assert f"not shown to you yet: {len(hidden)} ({100 - top} points)" in results["output"]
+    assert f"not shown to you yet: {len(hidden)} ({MAX_SCORE - top} points)" in results["output"]
 
     seed = results["extra_data"]["seed"]
     plain = _gpushare(
@@ -527,7 +528,7 @@ def test_without_bubblewrap_auto_grades_at_the_uid_level_and_require_refuses(
     autograder.install(_bundle(tmp_path / "auto.zip"))
     proc, results = autograder.run(snaps["solved"], **missing)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert results["score"] == 100
+    assert results["score"] == MAX_SCORE
     assert results["extra_data"]["isolation"] == "uid"
     assert "isolation=uid" in proc.stdout
     # the autograder's own folders: out of the script's reach (chmod o-rwx where reachable)
@@ -573,7 +574,7 @@ def test_a_grade_that_cannot_be_taken_writes_no_score(autograder, snaps, tmp_pat
     void = snapshot.write(captured, tmp_path)
     autograder.install(_bundle(tmp_path / "plain.zip"))
     _, before = autograder.run(snaps["solved"])
-    assert before["score"] == 100
+    assert before["score"] == MAX_SCORE
     proc, results = autograder.run(void, keep=True)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert results is None  # not even the previous submission's, left in a reused root
@@ -591,5 +592,5 @@ def test_grade_json_matches_the_specification(snaps, tmp_path):
     made = _gpushare("grade", "--snapshot", str(snaps["solved"]), "--json", str(tmp_path / "r"))
     assert made.returncode == 0, made.stderr
     data = json.loads((tmp_path / "r").read_text())
-    assert data.pop("max_score") == 100
+    assert data.pop("max_score") == MAX_SCORE
     jsonschema.validate(data, SPEC)

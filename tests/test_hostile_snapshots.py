@@ -30,7 +30,7 @@ from gpushare.reports import clean
 from gpushare.reports.results import GRADED_PROPERTIES
 from gpushare.submissions import bounded, snapshot
 from gpushare.submissions.workdir import load_yaml_text
-from tests.helpers import ROOT
+from tests.helpers import MAX_SCORE, ROOT
 
 REFERENCE = ROOT / "examples" / "reference.gpushare.tgz"
 MIB = 1024 * 1024
@@ -511,7 +511,7 @@ def test_no_escape_reaches_the_terminal_the_xml_or_the_csv(tmp_path):
     suite = ET.parse(run["junit"]).getroot().find("testsuite")
     props = {p.get("name"): p.get("value") for p in suite.iter("property")}
     assert set(props) <= KNOWN | set(GRADED_PROPERTIES), set(props) - KNOWN
-    assert props["score"] == str(results["score"]) != "100"
+    assert props["score"] == str(results["score"]) != str(MAX_SCORE)
     assert next(iter(suite.iter("property"))).get("name") == "score"
 
 
@@ -607,8 +607,8 @@ def test_a_class_run_stays_clean_and_grades_the_others(tmp_path):
     by_status: dict[str, int] = {}
     for row in rows:
         by_status[row["status"]] = by_status.get(row["status"], 0) + 1
-    # honest and -A1-B1 (the reference, renamed): 100; the escapes and the bomb: graded, failed
-    assert sum(1 for r in rows if r["score"] == "100") == 2, rows
+    # honest and -A1-B1 (the reference, renamed): full marks; the escapes and the bomb: failed
+    assert sum(1 for r in rows if r["score"] == str(MAX_SCORE)) == 2, rows
     assert by_status.get("error", 0) == 6, rows  # the two headers and the four bad shapes
     html = (out / "report.html").read_text(encoding="utf-8")
     assert not FORBIDDEN.search(html)

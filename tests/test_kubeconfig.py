@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from gpushare.lab import cluster
-from tests.helpers import ALL_CHECKS, ROOT
+from tests.helpers import ALL_CHECKS, MAX_SCORE, ROOT
 
 GRADER_NS = "gpushare-grader"
 READER = "grader"  # may read what the graders read, and dry-run pods
@@ -155,7 +155,7 @@ def _props(junit) -> dict[str, str]:
 
 def _assert_full_score(proc, results, junit, *, context: str, user: str) -> None:
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert results["score"] == results["max_score"] == 100
+    assert results["score"] == results["max_score"] == MAX_SCORE
     graded = results["extra_data"]["cluster"]
     assert graded["context"] == context and graded["user"] == user
     assert graded["server"].startswith("https://127.0.0.1:")

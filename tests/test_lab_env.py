@@ -320,3 +320,79 @@ def test_status_reports_components_and_versions(lab):
     assert set(info["components"]) == set(cluster.COMPONENT_BINARIES)
     assert info["apiserver"].startswith("https://")
     assert Path(info["kubeconfig"]).is_file()
+
+
+# --------------------------------------------------------------------------- misspelt names
+
+
+def _labs_here(tmp_path: Path, *names: str) -> dict[str, str]:
+    """A cache where the labs ``names`` exist (their folders and kubeconfigs, as kwokctl leaves
+    them; none is running), as the environment of a command."""
+    cache = tmp_path / "cache"
+    for name in names:
+        folder = cache / "kwok" / "clusters" / name
+        folder.mkdir(parents=True)
+        (folder / "kubeconfig.yaml").write_text("apiVersion: v1\nkind: Config\n")
+    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+    return {**env, "GPUSHARE_CACHE": str(cache)}
+
+
+def test_a_misspelt_cluster_is_never_created_and_the_closest_lab_is_named(tmp_path):
+    """`GPUSHARE_CLUSTER=nc-lbb` while nc-lab exists: grade and snapshot say which labs exist
+    and which one was meant; nothing makes nc-lbb."""
+    env = {**_labs_here(tmp_path, "nc-lab", "other"), "GPUSHARE_CLUSTER": "nc-lbb"}
+    clusters = Path(env["GPUSHARE_CACHE"]) / "kwok" / "clusters"
+    for argv, doing in (
+        (["grade", "--workdir", str(tmp_path)], "grade"),
+        (["snapshot", "--workdir", str(tmp_path), "--out", str(tmp_path)], "capture"),
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "gpushare", *argv],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=ROOT,
+            timeout=60,
+        )
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        said = proc.stderr.strip()
+        assert said.count("\n") == 0, said  # one line
+        assert f"could not {doing}: the lab nc-lbb does not exist" in said
+        assert "The labs here: nc-lab, other. Did you mean nc-lab?" in said
+        assert "GPUSHARE_CLUSTER=nc-lab" in said
+        assert sorted(p.name for p in clusters.iterdir()) == ["nc-lab", "other"]
+
+
+def test_make_grade_with_a_misspelt_cluster_creates_no_lab(tmp_path):
+    env = {**_labs_here(tmp_path, "nc-lab"), "GPUSHARE_CLUSTER": "nc-lbb"}
+    proc = subprocess.run(
+        ["make", "--no-print-directory", "-C", str(ROOT), "grade", f"WORKDIR={tmp_path}"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Did you mean nc-lab?" in proc.stderr
+    assert not (Path(env["GPUSHARE_CACHE"]) / "kwok" / "clusters" / "nc-lbb").exists()
+
+
+def test_with_no_lab_at_all_the_message_says_how_to_start_one(tmp_path, monkeypatch):
+    from gpushare.lab import existing
+
+    monkeypatch.setenv("GPUSHARE_CACHE", _labs_here(tmp_path)["GPUSHARE_CACHE"])
+    said = existing.not_up("gpushare")
+    assert "No lab exists here yet" in said and "make up" in said
+    assert existing.closest("gpushar", ["gpushare", "x"]) == "gpushare"
+    assert existing.closest("zzzz", ["gpushare"]) is None
+
+
+def test_env_of_a_lab_that_does_not_exist_warns_and_names_the_closest(tmp_path):
+    env = {**_labs_here(tmp_path, "nc-lab"), "GPUSHARE_CLUSTER": "nc-lbb"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpushare", "env"],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 0 and "export GPUSHARE_CLUSTER=nc-lbb" in proc.stdout
+    assert proc.stderr.startswith("gpushare: warning: the lab nc-lbb does not exist")
+    assert "Did you mean nc-lab?" in proc.stderr

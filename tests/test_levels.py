@@ -247,6 +247,23 @@ def test_every_escape_fails_as_a_non_root_grader(tmp_path: Path) -> None:
     assert not [p for p in _marked(token)], "a process of the run outlived it"
 
 
+@pytest.mark.skipif(not ids.can_switch(), reason="the run uids need root")
+def test_a_grades_gid_is_never_a_later_grades(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One slot serves grade after grade (a class worker's), its gid never: a file one grade
+    left with its gid (a setgid copy, a staged folder) opens nothing of a later grade's."""
+    monkeypatch.setenv(ids.RANGE_ENV, "61120-61128")
+    seen = []
+    for _ in range(3):
+        slot = ids.allocate()
+        try:
+            assert slot.first == 61120
+            seen.append(slot.gid)
+        finally:
+            slot.close()
+    assert len(set(seen)) == 3 and all(ids.GIDS[0] <= gid < ids.GIDS[1] for gid in seen), seen
+    assert not any(gid in range(*ids.uid_range()) for gid in seen)
+
+
 def test_the_run_uids_are_never_the_graders() -> None:
     lo, hi = ids.uid_range()
     assert 1000 <= lo < hi and os.getuid() not in range(lo, hi + 1)
@@ -391,9 +408,8 @@ def test_the_scripts_python3_finds_yaml_without_site_packages(tmp_path):
 @pytest.mark.skipif(not ids.can_switch(), reason="the uid level needs root with CAP_SETUID")
 def test_a_killed_grades_staged_copies_go_with_the_next_grade_of_its_slot(tmp_path, monkeypatch):
     """A grade killed mid-run (a class worker past its deadline) leaves its staging folder:
-    copies of the learner's work dir, readable by its slot's gid. At ``uid`` the scripts of the
-    next grade with that slot run with that gid and see the host's ``/tmp``, so that grade
-    removes the folder first. A uid range of the test's own makes its one slot the slot."""
+    copies of the learner's work dir, readable by that grade's gid. The next grade with that
+    slot removes it first. A uid range of the test's own makes its one slot the slot."""
     monkeypatch.setenv(ids.RANGE_ENV, "61100-61108")
     work = tmp_path / "work"
     (work / "bin").mkdir(parents=True)
@@ -407,7 +423,7 @@ def test_a_killed_grades_staged_copies_go_with_the_next_grade_of_its_slot(tmp_pa
         "os._exit(9)\n"
     )
     subprocess.run([sys.executable, "-c", killed, str(work)], timeout=60, check=False)
-    left = [p for p in Path("/tmp").glob("gpushare-stage-*") if p.stat().st_gid == 61100]
+    left = list(Path("/tmp").glob("gpushare-stage-61100-*"))
     assert left, "the killed grade left no staging folder: nothing to test"
     assert any(any(p.glob("work-*/answer.txt")) for p in left)
     with Supervisor(sandbox=Sandbox(levels.UID)) as supervisor:

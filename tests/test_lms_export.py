@@ -529,3 +529,15 @@ def test_help_is_plain_text():
         "--missing",
     ):
         assert option in proc.stdout
+
+
+def test_export_files_are_names_no_learner_folder_takes() -> None:
+    """The export writes beside grades.csv by default: a learner whose id is the name of one of
+    its files must get a folder of another name, as for grades.csv itself."""
+    from gpushare.classroom import identity
+    from gpushare.lms import canvas
+
+    written = {canvas.FILE, canvas.UNMAPPED, moodle.FILE, moodle.UNMAPPED}
+    assert written <= identity.RESERVED
+    for name in written:
+        assert identity.folder_name(name.upper()).casefold() != name

@@ -17,7 +17,7 @@ from importlib.metadata import version
 from packaging.requirements import Requirement
 
 from gpushare.lms import gradescope
-from tests.helpers import ROOT
+from tests.helpers import MAX_SCORE, ROOT
 
 LOCK = ROOT / "requirements" / "grade.lock"
 EXAMPLE = ROOT / "examples" / "reference.gpushare.tgz"
@@ -79,7 +79,7 @@ def _run(code: str, *args: str) -> subprocess.CompletedProcess[str]:
 def test_grading_a_snapshot_imports_no_kubernetes(tmp_path):
     """``gpushare grade --snapshot`` as a process of its own: with the package installed, no
     module of it (nor its urllib3) is loaded at the end; with it missing (an import raises, as
-    in the grading image), the reference still scores 100."""
+    in the grading image), the reference still scores full marks."""
     code = """
         import json, sys
         if sys.argv[3] == "blocked":
@@ -96,7 +96,7 @@ def test_grading_a_snapshot_imports_no_kubernetes(tmp_path):
         proc = _run(code, str(EXAMPLE), str(out), mode)
         assert proc.returncode == 0, proc.stderr
         assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"code": 0, "loaded": []}
-        assert json.loads(out.read_text())["score"] == 100
+        assert json.loads(out.read_text())["score"] == MAX_SCORE
 
 
 def test_the_live_path_without_the_extra_says_so_in_one_line(tmp_path):

@@ -67,10 +67,8 @@ def test_every_check_has_a_title_and_hint_in_every_language():
     for path in ROOT.glob("graders/test_step*.py"):
         numbers |= set(re.findall(r'@check\("(\d+\.\d+)"', path.read_text()))
     assert numbers == ALL_CHECKS  # what the runner loads, as the files spell it
-    for lang in messages.langs():
-        checks = messages.catalog(lang)["checks"]
-        for n in numbers:
-            assert checks[n]["title"].strip() and checks[n]["hint"].strip(), (lang, n)
+    for lang in messages.found():  # every language with a file, complete or not
+        assert messages.untitled(sorted(numbers), lang) == [], lang
 
 
 HANGUL = re.compile(r"[\uac00-\ud7a3]")
@@ -118,7 +116,10 @@ def test_the_language_is_chosen_in_one_place():
         name = str(path.relative_to(src))
         if "resolve_lang(" in text and name != "reports/messages.py":
             callers.add(name)
-        if re.search(r"GPUSHARE_LANG|\bLC_MESSAGES\b", text) and name != "reports/messages.py":
+        reads = re.search(
+            r"environ(?:\.get\(|\[)\s*\"(?:GPUSHARE_LANG|LC_ALL|LC_MESSAGES|LANG)\"", text
+        )
+        if reads and name != "reports/messages.py":
             readers.add(name)
     assert callers == {"cli.py", "grading/plugin.py"}
     assert readers <= {"sandbox/isolation.py"}  # what the learner's runs keep of the locale
@@ -275,3 +276,86 @@ def test_an_incomplete_language_is_not_offered_and_its_gaps_are_named(tmp_path, 
     graded = grade_snapshot(SNAPSHOT, tmp_path, "--lang", "xx")
     assert graded.rc == 2, graded.stdout + graded.stderr
     assert "values.absent (missing)" in graded.stderr and "values.file_too_large" in graded.stderr
+
+
+def _no_language_set(monkeypatch, locale: str = "C.UTF-8") -> None:
+    for var in ("GPUSHARE_LANG", "LC_ALL", "LC_MESSAGES"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("LANG", locale)
+
+
+@pytest.mark.parametrize("locale", ["C.UTF-8", "fr_FR.UTF-8", "POSIX"])
+def test_with_no_language_of_the_labs_learners_get_the_labs_and_instructors_english(
+    monkeypatch, locale
+):
+    """C.UTF-8 (a container's), or a locale the lab has no texts for: the learner's feedback is in
+    the lab's default_lang, an instructor's class commands and report in English."""
+    from gpushare import cli
+
+    _no_language_set(monkeypatch, locale)
+    assert messages.lab_default() == "zh"  # graders/lab.toml
+    assert messages.resolve_lang(None) == "zh"
+    assert messages.resolve_lang(None, instructor=True) == "en"
+    for command, lang in ((["class", "grade", "s", "--out", "o"], "en"), (["grade"], "zh")):
+        args = cli.build_parser().parse_args(command)
+        cli.choose_lang(args)  # where each command chooses its language
+        assert args.lang == lang, command
+    monkeypatch.setenv("LANG", "ko_KR.UTF-8")  # a locale the lab has wins for both
+    assert messages.resolve_lang(None) == messages.resolve_lang(None, instructor=True) == "ko"
+
+
+def _lab(tmp_path, default: str | None, *, zh: bool) -> Path:
+    """A lab of one check whose texts are in English (and in Chinese with ``zh``)."""
+    graders = tmp_path / "graders"
+    (graders / "messages").mkdir(parents=True)
+    head = f'default_lang = "{default}"\n' if default else ""
+    (graders / "lab.toml").write_text(head + '[nodes]\nnames = ["edge-0"]\ncapacity = {}\n')
+    entry = '[checks."1.1"]\ntitle = "{}"\nhint = "{}"\n'
+    (graders / "messages" / "en.toml").write_text(entry.format("Edge node", "Label it."))
+    if zh:
+        (graders / "messages" / "zh.toml").write_text(entry.format("边缘节点", "给它加标签。"))
+    return graders
+
+
+def test_a_lab_chooses_its_learners_default_language(tmp_path, monkeypatch):
+    _no_language_set(monkeypatch)
+    monkeypatch.setenv("GPUSHARE_GRADERS", str(_lab(tmp_path, "en", zh=True)))
+    assert messages.lab_default() == "en" and messages.resolve_lang(None) == "en"
+    assert messages.langs()[0] == "en"
+
+
+def test_a_lab_lacking_its_default_language_falls_back_to_one_it_has_with_a_warning(
+    tmp_path, monkeypatch, capsys
+):
+    """A second lab with English texts only, and no default_lang (so the engine's Chinese): not
+    Chinese labels around English titles, but English, and a line that says so."""
+    _no_language_set(monkeypatch)
+    monkeypatch.setenv("GPUSHARE_GRADERS", str(_lab(tmp_path, None, zh=False)))
+    assert "zh" not in messages.langs()
+    assert messages.resolve_lang(None) == "en"
+    warned = capsys.readouterr().err
+    assert "no complete zh texts" in warned and "using en" in warned
+    with pytest.raises(ValueError, match="incomplete"):
+        messages.resolve_lang("zh")  # asked for by name: refused, as before
+
+
+def test_a_check_with_no_text_warns_when_the_lab_is_loaded(tmp_path, monkeypatch, capsys):
+    """A lab author's new check 1.2 with no title or hint: said at load time, once, not graded
+    in silence as "[1.2] 1.2"."""
+    from gpushare.grading import runner
+
+    graders = _lab(tmp_path, "en", zh=False)
+    (graders / "test_step1_untitled_lab.py").write_text(
+        "from gpushare.grading.checks import check\n\n\n"
+        '@check("1.1", 2)\ndef test_1_1():\n    pass\n\n\n'
+        '@check("1.2", 1)\ndef test_1_2():\n    pass\n'
+    )
+    monkeypatch.setenv("GPUSHARE_GRADERS", str(graders))
+    monkeypatch.setattr(messages, "_warned", set())
+    assert messages.untitled(["1.1", "1.2"]) == ["1.2 (title, hint)"]
+    assert [c.meta["number"] for c in runner.load_checks(graders)] == ["1.1", "1.2"]
+    warned = capsys.readouterr().err
+    assert "check 1.2 (title, hint)" in warned and "1.1" not in warned
+    assert str(graders / "messages" / "en.toml") in warned
+    runner.load_checks(graders)
+    assert capsys.readouterr().err == ""  # once

@@ -3,6 +3,7 @@ check's feedback still says, through ``gpushare grade --policy`` on a real lab's
 
 from __future__ import annotations
 
+import csv
 import json
 import shutil
 import xml.etree.ElementTree as ET
@@ -12,7 +13,7 @@ import pytest
 from gpushare.grading import capture
 from gpushare.reports import policy
 from gpushare.reports.policy import PolicyError
-from tests.helpers import _gpushare
+from tests.helpers import MAX_SCORE, ROOT, _gpushare, discovered_checks
 
 WRONG_TABLE = """TIMESLICING_MEMORY_ISOLATION=no
 MPS_MEMORY_ISOLATION=yes
@@ -180,3 +181,94 @@ def test_apply_is_idempotent_and_none_changes_nothing(wrong_table, tmp_path):
     assert policy.apply(plain, None) is plain and plain.policy is None
     assert {c.visibility for c in plain.checks} == {"visible"}
     assert plain.verdict() == ""
+
+
+# --------------------------------------------------------------------------- points
+
+
+def test_points_re_weight_one_check_and_leave_its_visibility_to_its_step(tmp_path):
+    p = _load(
+        tmp_path,
+        """
+[steps.5]
+visibility = "after_due_date"
+
+[checks."5.4"]
+points = 5
+
+[checks."6.1"]
+points = 0
+visibility = "hidden"
+""",
+    )
+    assert p.points("5.4", 3) == 5 and p.points("6.1", 2) == 0 and p.points("1.1", 2) == 2
+    assert p.rule("5.4") == policy.Rule("after_due_date", False)  # the step's, not visible
+    assert p.rule("6.1") == policy.Rule("hidden", False)
+    lab = {"5.4": 3, "6.1": 2, "1.1": 95}
+    assert policy.total(p, lab) == 100 and policy.total_warning(p, lab) is None
+    lab["1.1"] = 97
+    warned = policy.total_warning(p, lab)
+    assert warned is not None and "102 points" in warned and "policy.toml" in warned
+    assert policy.total_warning(None, {"1.1": 101}) is not None
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ('[checks."5.4"]\npoints = -1', "whole number"),
+        ('[checks."5.4"]\npoints = 2.5', "whole number"),
+        ('[checks."5.4"]\npoints = true', "whole number"),
+        ("[steps.5]\npoints = 4", "belong to one check"),
+        ("[default]\npoints = 4", "belong to one check"),
+    ],
+)
+def test_points_that_cannot_be_meant_are_refused(tmp_path, text, words):
+    with pytest.raises(PolicyError, match=words):
+        _load(tmp_path, text)
+
+
+def test_a_grade_counts_the_policys_points_and_warns_of_the_total(tmp_path):
+    """The bundled reference graded under a policy that gives 5.4 two more points: every
+    output says the new figures, and the instructor is told the total is not 100."""
+    own = discovered_checks()["5.4"]
+    path = tmp_path / "policy.toml"
+    path.write_text(f'[checks."5.4"]\npoints = {own + 2}\n')
+    proc, results, props = _grade(
+        ROOT / "examples" / "reference.gpushare.tgz", tmp_path, "points",
+        "--policy", str(path), "--unsafe-no-sandbox",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    total = MAX_SCORE + 2
+    assert results["score"] == results["max_score"] == total
+    assert props["max_score"] == str(total)
+    assert next(t for t in results["tests"] if t["number"] == "5.4")["max_score"] == own + 2
+    assert f"Total: {total}/{total}" in proc.stdout
+    assert f"add up to {total} points" in proc.stderr and "not 100" in proc.stderr
+    plain, _, _ = _grade(
+        ROOT / "examples" / "reference.gpushare.tgz", tmp_path, "plain", "--unsafe-no-sandbox"
+    )
+    assert "warning" not in plain.stderr  # the lab's own 100: nothing to say
+
+
+def test_a_class_states_its_total_and_grades_csv_its_max_points(tmp_path):
+    path = tmp_path / "policy.toml"
+    path.write_text('[checks."5.4"]\npoints = 13\n')
+    subs = tmp_path / "subs"
+    for name in ("ada", "chen"):
+        shutil.copytree(ROOT / "examples" / "class" / name, subs / name)
+    run = []
+    for out, extra in (("plain", []), ("weighted", ["--policy", str(path)])):
+        proc = _gpushare(
+            "class", "grade", str(subs), "--out", str(tmp_path / out), "--lang", "en",
+            "--unsafe-no-sandbox", "--jobs", "1", *extra,
+        )  # fmt: skip
+        assert proc.returncode in (0, 1), proc.stderr
+        run.append(proc)
+    assert f"points possible: {MAX_SCORE}\n" in run[0].stdout and "Warning" not in run[0].stdout
+    weighted = MAX_SCORE - discovered_checks()["5.4"] + 13
+    assert f"points possible: {weighted} Warning: the checks add up to {weighted}" in run[1].stdout
+    for out, top in (("plain", MAX_SCORE), ("weighted", weighted)):
+        rows = list(csv.DictReader((tmp_path / out / "grades.csv").open(encoding="utf-8")))
+        assert [r["max_score"] for r in rows] == [str(top)] * 2
+        ada = next(r for r in rows if r["learner"] == "ada")
+        assert ada["score"] == str(top)

@@ -22,7 +22,7 @@ import pytest
 
 from gpushare.submissions import snapshot
 from gpushare.submissions.workdir import Workdir
-from tests.helpers import ROOT, grade_snapshot, run_grade, verdicts
+from tests.helpers import MAX_SCORE, ROOT, grade_snapshot, run_grade, verdicts
 
 
 def _workdir(tmp_path: Path) -> Path:
@@ -267,7 +267,7 @@ def test_fresh_and_solved_lab_snapshots_grade_offline_as_live(lab, state, tmp_pa
     fresh = run_grade(lab, empty, tmp_path)
     assert fresh.rc == 1 and fresh.results["score"] == 0
     solved = run_grade(lab, state.solve(), tmp_path)
-    assert solved.rc == 0 and solved.results["score"] == 100
+    assert solved.rc == 0 and solved.results["score"] == MAX_SCORE
 
 
 def test_snapshot_outlives_the_lab(tmp_path, state):
@@ -312,3 +312,31 @@ def test_without_tarfiles_data_filter_every_hostile_snapshot_is_still_refused(
     good = _write(tmp_path / "good", _workdir(tmp_path / "good"))
     loaded = snapshot.load(good, tmp_path / "scratch-good")
     assert (loaded.work_root / "k8s" / "a.yaml").is_file()
+
+
+def test_a_graded_snapshots_footer_shows_no_folder_of_the_recorder(tmp_path):
+    """The manifest's work dir is a folder of the machine that captured the snapshot (the
+    recorder's temporary one for the bundled examples): the footer names the snapshot instead."""
+    example = Path(__file__).resolve().parents[1] / "examples" / "mistakes.gpushare.tgz"
+    with tarfile.open(example) as tar:
+        manifest = json.load(tar.extractfile("manifest.json"))
+    run = grade_snapshot(example, tmp_path, "--lang", "en", "--unsafe-no-sandbox")
+    assert run.rc == 1, run.stderr
+    assert manifest["workdir"] not in run.stdout and "workdir=" not in run.stdout
+    assert f"snapshot={example}" in run.stdout
+
+
+def test_snapshot_of_a_lab_that_is_not_up_says_so_and_how_to_start_it(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+    env.update(GPUSHARE_CACHE=str(tmp_path / "cache"), GPUSHARE_CLUSTER="gpushare")
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpushare", "snapshot", "--workdir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert "could not capture: the lab gpushare does not exist" in proc.stderr, proc.stderr
+    assert "make up" in proc.stderr and "could not grade" not in proc.stderr

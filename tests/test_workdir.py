@@ -98,3 +98,80 @@ def test_non_object_documents_and_hostile_yaml(tmp_path):
     # a self-referencing alias does not hang or crash
     rec = load_yaml_text("a: &x [*x]\n", "r.yaml")
     assert isinstance(rec, list | FileProblem)
+
+
+# --------------------------------------------------------------------------- a missing work dir
+
+
+def test_a_missing_work_dir_is_one_problem_with_one_cause(tmp_path):
+    """Every file of a work dir that does not exist fails for that one root (its ``cause``),
+    not as so many files the learner forgot."""
+    from gpushare.grading.checks import WORKDIR_ABSENT
+
+    root = tmp_path / "gpushare"
+    wd = Workdir(root)
+    for read in (wd.read_text("k8s/a.yaml"), wd.objects("k8s/b.yaml"), wd.key_values("out/c")):
+        assert isinstance(read, FileProblem)
+        assert read.problem.key == "workdir_absent" and read.cause == WORKDIR_ABSENT
+        assert read.problem.params["root"] == str(root)
+    (tmp_path / "file").write_text("x")
+    assert Workdir(tmp_path / "file").read_text("k8s/a.yaml").cause == WORKDIR_ABSENT
+    root.mkdir()  # a work dir that exists: its missing files are the learner's own
+    here = Workdir(root).read_text("k8s/a.yaml")
+    assert here.problem.key == "file_missing" and here.cause is None
+
+
+def test_the_scripts_check_points_to_the_missing_work_dir(tmp_path):
+    from gpulab.requestruns import RequestRuns
+    from gpushare.grading.checks import WORKDIR_ABSENT
+
+    (tmp_path / "here").mkdir()
+    for folder, cause, key in (
+        ("gone", WORKDIR_ABSENT, "workdir_absent"),
+        ("here", None, "script_problem_missing"),
+    ):
+        runs = RequestRuns(tmp_path / folder, seed=1)
+        try:
+            assert runs.cause == cause and runs.problem_said().key == key
+        finally:
+            runs.close()
+
+
+def _report(workdir: str, absent: bool, lang: str):
+    from gpushare.reports.results import CheckResult, Report
+
+    check = CheckResult(
+        number="1.2",
+        step=1,
+        title="t",
+        max_score=2,
+        score=0,
+        passed=False,
+        output="o",
+        error="",
+        nodeid="n",
+    )
+    return Report(
+        checks=[check],
+        execution_time=0.1,
+        lang=lang,
+        seed=1,
+        workdir=workdir,
+        server=None,
+        workdir_absent=absent,
+    )
+
+
+def test_a_missing_work_dir_is_said_once_first_with_how_to_name_another():
+    from gpushare.reports import messages, terminal
+
+    for lang in messages.langs():
+        shown = terminal.render(_report("/root/gpushare", True, lang), color=False)
+        first, *rest = shown.splitlines()
+        assert "/root/gpushare" in first and "WORKDIR=" in first and "--workdir" in first
+        assert first not in rest  # once
+        assert rest[0] == messages.label("summary_title", lang)
+        said = _report("/root/gpushare", True, lang).as_json()
+        assert said["output"].startswith(first) and said["extra_data"]["workdir_absent"]
+    plain = terminal.render(_report("/root/gpushare", False, "en"), color=False)
+    assert plain.splitlines()[0] == messages.label("summary_title", "en")

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from gpulab import requestcases
 from gpulab.requestcases import Case
 from gpushare.grading.background import BackgroundError, Context
+from gpushare.grading.checks import WORKDIR_ABSENT, T
 from gpushare.sandbox import supervisor as sandbox
 
 if TYPE_CHECKING:
@@ -120,6 +121,8 @@ class RequestRuns:
         self.seed = seed
         self.script = workdir / SCRIPT
         self.problem = sandbox.check_runnable(self.script)
+        # the script is missing because the whole work dir is: that root, not the script
+        self.cause = WORKDIR_ABSENT if self.problem == "missing" and not workdir.is_dir() else None
         self.command = self._command()
         self.samples: list[Case] = []
         self.generated: list[Case] = []
@@ -127,6 +130,12 @@ class RequestRuns:
         self._supervisor: sandbox.Supervisor | None = None
         self._supervisor_error = ""
         self._jobs: dict[str, _Job] = {}
+
+    def problem_said(self) -> T:
+        """Why the script cannot be run, as the learner's feedback says it."""
+        if self.cause == WORKDIR_ABSENT:
+            return T("workdir_absent", root=self.shown_workdir)
+        return T(f"script_problem_{self.problem}")
 
     def _command(self) -> list[str] | None:
         """How to start the script, or None when it cannot be run at all.

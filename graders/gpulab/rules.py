@@ -165,7 +165,7 @@ def usable(read: R | FileProblem) -> R:
     """What was read of a learner's file; a missing or broken file fails the check with its
     problem (``usable(work.objects(FILE))``)."""
     if isinstance(read, FileProblem):
-        fail(problem=read.problem, where=read.where)
+        fail(problem=read.problem, where=read.where, cause=read.cause)
     return read
 
 

@@ -1,4 +1,4 @@
-"""The ``gpushare`` command: lab lifecycle, grading and the reference solution.
+"""The gpushare command: lab lifecycle, grading and the reference solution.
 
 Usage errors and known failures end with one clear line on stderr and exit status 2, never a
 traceback. The modules of the lab's lifecycle, of ``solve``, of capture and of the Gradescope
@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
+import gpushare
 from gpushare.classroom import cli as class_cli
 from gpushare.data import JsonObject
 from gpushare.grading import grade, runner
@@ -37,12 +38,30 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_ERROR)
 
 
+class _Version(argparse.Action):
+    """``--version``: :func:`gpushare.version`, the installed distribution's."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> NoReturn:
+        print(f"gpushare {gpushare.version()}")
+        raise SystemExit(EXIT_OK)
+
+
 def _add_cluster(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cluster", **dict(grade.SHARED_OPTIONS)["--cluster"])  # as grade says it
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="gpushare", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("setup", help="find or build the pinned control-plane binaries")
@@ -69,7 +88,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--kubeconfig", help="solve this cluster instead of the lab (default: $KUBECONFIG)"
     )
-    p.add_argument("--steps", help="comma-separated step numbers (default: all)")
+    p.add_argument(
+        "--step",
+        "--steps",
+        dest="steps",
+        action="append",
+        metavar="N[,N...]",
+        help="only these steps: --step 1,2 or --step 1 --step 2 (default: all)",
+    )
 
     p = sub.add_parser(
         "snapshot", help="capture the cluster and work dir into one hashed file, for grading"
@@ -83,10 +109,34 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--learner", help="learner id (default: $GPUSHARE_LEARNER, else the user name)")
     p.add_argument("--out", help="file or folder to write (default: the current folder)")
 
+    p = sub.add_parser(
+        "submit",
+        help="hand in: a snapshot of the lab and the work dir, written into the work dir",
+        description="Capture the lab and the work dir into one file in the work dir, named after "
+        "the learner id, and say what to do with it (upload it to the LMS assignment). The id: "
+        "--learner, else $GPUSHARE_LEARNER, else the one given last time, else asked once.",
+    )
+    _add_cluster(p)
+    p.add_argument(
+        "--workdir", help="the work directory (default: $GPUSHARE_WORKDIR or /root/gpushare)"
+    )
+    p.add_argument("--kubeconfig", help="capture this cluster (default: $KUBECONFIG, else the lab)")
+    p.add_argument("--context", help="kubeconfig context (default: current-context)")
+    p.add_argument("--learner", help="learner id (default: $GPUSHARE_LEARNER, else asked once)")
+    p.add_argument("--out", help="file or folder to write (default: the work directory)")
+    p.add_argument("--lang", help="language of what is said (default: as grade's)")
+
     p = sub.add_parser("grade", help="grade a learner's cluster and work directory")
     grade.add_options(p.add_argument)  # the options pytest shares
     p.add_argument("--junitxml", metavar="FILE", help="write JUnit XML (xunit2)")
-    p.add_argument("--step", action="append", help="grade only these steps (repeatable)")
+    p.add_argument(
+        "--step",
+        "--steps",
+        dest="step",
+        action="append",
+        metavar="N[,N...]",
+        help="grade only these steps: --step 1,2 or --step 1 --step 2 (default: all)",
+    )
     p.add_argument(
         "--timeout",
         type=float,
@@ -100,7 +150,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="the instructor's visibility policy (TOML): which checks learners see, when, and "
         "whether their feedback shows expected and found",
     )
-    p.add_argument("--color", choices=["auto", "yes", "no"], default="auto")
+    p.add_argument(
+        "--color",
+        choices=["auto", "yes", "no"],
+        default="auto",
+        help="colour the summary: auto (on a terminal, unless NO_COLOR is set), yes, no",
+    )
 
     p = sub.add_parser("gradescope", help="the Gradescope autograder: build its bundle, run it")
     gs = p.add_subparsers(dest="gradescope_command", required=True, parser_class=_Parser)
@@ -114,7 +169,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="the grade's hard deadline in run_autograder (default: 480, below Gradescope's "
         "10-minute limit)",
     )
-    b.add_argument("--lang", help="feedback language (default: zh)")
+    b.add_argument(
+        "--lang", help="feedback language (default: $GPUSHARE_LANG, else the lab's default_lang)"
+    )
     b.add_argument(
         "--sandbox",
         choices=["auto", "require"],
@@ -129,7 +186,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_class(sub: argparse._SubParsersAction[_Parser]) -> None:
-    """``gpushare class grade|job|merge|export``: a whole class of snapshots (classroom, lms)."""
+    """``gpushare class grade|merge|export``: a whole class of snapshots (classroom, lms); the
+    Kubernetes procedure that runs it is the operator's (``python -m deploy.job``)."""
     p = sub.add_parser("class", help="grade a whole class of snapshots, shard, merge, export it")
     cls = p.add_subparsers(dest="class_command", required=True, parser_class=_Parser)
 
@@ -140,7 +198,11 @@ def _add_class(sub: argparse._SubParsersAction[_Parser]) -> None:
             default=0,
             help="base seed of the unseen cases, mixed with each snapshot's hash (default 0)",
         )
-        q.add_argument("--lang", help="language of feedback and report (default: zh)")
+        q.add_argument(
+            "--lang",
+            help="language of feedback and report (default: $GPUSHARE_LANG, else the "
+            "locale's, else English)",
+        )
         q.add_argument(
             "--timeout",
             type=float,
@@ -182,36 +244,6 @@ def _add_class(sub: argparse._SubParsersAction[_Parser]) -> None:
         metavar="TIME",
         help="flag snapshots captured after this ISO 8601 time (UTC unless it says)",
     )
-    common(q)
-
-    q = cls.add_parser("job", help="print the procedure (bash) that grades on Kubernetes")
-    q.add_argument("--image", required=True, help="the grading image (see Containerfile)")
-    q.add_argument("--shards", type=int, required=True, metavar="N", help="pods, one shard each")
-    q.add_argument(
-        "--expect",
-        type=int,
-        required=True,
-        metavar="N",
-        help="the number of snapshot files of the class: nothing is graded unless all are in",
-    )
-    q.add_argument(
-        "--roster",
-        metavar="FILE",
-        help="CSV file,learner: whose each snapshot is; a path inside SNAPSHOTS_DIR",
-    )
-    q.add_argument(
-        "--deadline", metavar="TIME", help="flag snapshots captured after this ISO 8601 time"
-    )
-    q.add_argument("--name", default="gpushare-class", help="the Job's name")
-    q.add_argument("--namespace", help="namespace of the Job and its claims")
-    q.add_argument("--snapshots-claim", default="gpushare-snapshots", metavar="NAME")
-    q.add_argument("--results-claim", default="gpushare-results", metavar="NAME")
-    q.add_argument("--no-claims", action="store_true", help="the claims exist: print the Job alone")
-    q.add_argument("--storage-class", help="storage class of the claims")
-    q.add_argument("--snapshots-size", default="1Gi", metavar="SIZE")
-    q.add_argument("--results-size", default="1Gi", metavar="SIZE")
-    q.add_argument("--cpu", default="2", help="CPU request of a pod (default 2)")
-    q.add_argument("--memory", default="2Gi", help="memory of a pod (default 2Gi)")
     common(q)
 
     q = cls.add_parser("merge", help="merge shard folders into one CSV and one report")
@@ -301,20 +333,23 @@ def choose_lang(args: argparse.Namespace) -> None:
     """The command's language, chosen here once (:func:`messages.resolve_lang`) and passed down
     as ``args.lang``; ValueError when ``--lang`` names one not offered.
 
-    A grade and a class grade always have one. A Gradescope bundle's is never the builder's
-    locale (learners read it elsewhere). Merging shards and exporting keep the shards' or each
-    learner's own language unless ``--lang`` says otherwise; ``args.fallback_lang`` is theirs
-    when those disagree or are unknown.
+    A learner's commands (grade, submit) fall back to the lab's language, an instructor's (the
+    class commands) to English. A Gradescope bundle's is never the builder's locale (learners
+    read it elsewhere). Merging shards and exporting keep the shards' or each learner's own
+    language unless ``--lang`` says otherwise; ``args.fallback_lang`` is theirs when those
+    disagree or are unknown.
     """
     command = args.command
     sub = getattr(args, "class_command", None) or getattr(args, "gradescope_command", None)
-    if command == "grade" or (command == "class" and sub in ("grade", "job")):
+    if command in ("grade", "submit"):
         args.lang = messages.resolve_lang(args.lang)
+    elif command == "class" and sub == "grade":
+        args.lang = messages.resolve_lang(args.lang, instructor=True)
     elif command == "gradescope" and sub == "bundle":
         args.lang = messages.resolve_lang(args.lang, locale=False)
     elif command == "class" and sub in ("merge", "export"):
         args.lang = messages.offered(args.lang) if args.lang else None
-        args.fallback_lang = messages.resolve_lang(None)
+        args.fallback_lang = messages.resolve_lang(None, instructor=True)
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -333,6 +368,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from gpushare.grading import capture  # lazy: 17 ms (snapshots, YAML)
 
         return capture.run_cli(args)
+    if args.command == "submit":
+        from gpushare.grading import submit  # lazy: as snapshot's
+
+        return submit.run_cli(args)
     if args.command == "class" and args.class_command == "export":
         from gpushare.lms import export  # lazy: the LMS's import files, only when asked
 
@@ -381,6 +420,11 @@ def _dispatch(args: argparse.Namespace) -> int:
             print(f"lab {cluster_name(args.cluster)} reset to its fresh state")
             return EXIT_OK
         if args.command == "env":
+            name = cluster_name(args.cluster)
+            if not cluster.Lab(name).exists():  # the lines would point at nothing: say so
+                from gpushare.lab import existing
+
+                print(f"gpushare: warning: {existing.not_up(name, None)}", file=sys.stderr)
             print("\n".join(cluster.env_lines(args.cluster)))
             return EXIT_OK
         if args.command == "status":
@@ -426,12 +470,12 @@ def _solve(args: argparse.Namespace) -> int:
 
     workdir = Path(args.workdir).expanduser() if args.workdir else default_workdir()
     try:
-        steps = [int(s) for s in args.steps.split(",")] if args.steps else None
+        steps = sorted(grade.parse_steps(args.steps)) or None
     except ValueError:
         steps = [0]
     known = sorted({c.meta["step"] for c in runner.load_checks(graders_dir())})
     if steps and not set(steps) <= set(known):
-        return _fail(f"--steps takes comma-separated step numbers of {known}")
+        return _fail(f"--step takes step numbers of {known}, as 1,2 or repeated")
     # --kubeconfig, else $KUBECONFIG (kubectl merges the list itself), else the lab
     target = kube_config.resolve(args.kubeconfig, None, args.cluster)
     kubeconfig = None if target.is_lab else target.kubeconfig

@@ -41,6 +41,10 @@ class T:
 # Sequence, not list: list is invariant, and a list[T] must be a Value too.
 Value = str | int | T | Sequence["Value"] | None
 
+# The cause of every failure of a learner's file when the work dir itself is missing: the
+# report says that once, first, with how to name another (``--workdir``, ``WORKDIR=``)
+WORKDIR_ABSENT = "workdir:absent"
+
 # What a failure is, besides the learner's own mistake (kind ""): the grader could not read the
 # cluster ("cluster"), the time limit struck first ("timeout"), a bug of ours ("grader").
 GRADER_SIDE = ("cluster", "timeout", "grader")

@@ -18,6 +18,7 @@ import datetime as dt
 import json
 import os
 import re
+import shlex
 import shutil
 import statistics
 import sys
@@ -136,8 +137,8 @@ def grade_class(
     visibility = _policy(policy)
     _require_sandbox(unsafe_no_sandbox)
     if not unsafe_no_sandbox:  # the uid level: no learner's script may read the class's files
-        levels.protect_at_uid([*paths, out, *([policy] if policy else [])])
-    checks = gradebook.catalog()
+        _refuse_unprotected(levels.protect_at_uid([*paths, out, *([policy] if policy else [])]))
+    checks = gradebook.catalog(visibility)  # worth the policy's points, where it sets any
     out.mkdir(parents=True, exist_ok=True)
     folders = [s.folder(every) for s in chosen]
     _drop_stale(out, set(folders))
@@ -249,6 +250,7 @@ def finish(
     """Write grades.csv and report.html of ``rows`` (a run's, or merged shards'), with the
     suspicion flags of the whole class (:func:`flags.mark`)."""
     flags.mark(rows, deadline=deadline)
+    checks = gradebook.with_points(checks, rows)
     changes = None
     if previous is not None and before is not None:
         changes = regrade.compare(str(previous), before, rows, partial=partial)
@@ -278,6 +280,20 @@ def _policy(path: Path | None) -> Policy | None:
         return load_policy(path.expanduser())
     except PolicyError as exc:
         raise InputError(str(exc)) from None
+
+
+def _refuse_unprotected(paths: list[str]) -> None:
+    """The class's folders that other users may read and the grader cannot protect (not its
+    own): graded as they are, every learner's results and snapshot would stay readable by the
+    host's other users while the class is graded, beside the learners' own runs' uids."""
+    if paths:
+        owners = ", ".join(f"{p} (owner uid {os.stat(p).st_uid})" for p in paths)
+        raise InputError(
+            f"refusing to grade: {owners} can be read by other users, and this grader (uid "
+            f"{os.geteuid()}) does not own it, so it will not change its mode; make it "
+            f"private first (`chmod o-rwx {' '.join(shlex.quote(p) for p in paths)}`), or "
+            "grade as its owner, or install bubblewrap"
+        )
 
 
 def _require_sandbox(unsafe: bool) -> None:
@@ -344,6 +360,7 @@ def summary(run: ClassRun) -> str:
                 high=max(scores),
             )
         )
+    lines.append(gradebook.total_line(run.checks, lang))
     for r in run.errors:
         lines.append(f"  {r.folder}: {text('error', lang)}: {report.reason_said(r, lang)}")
     if run.superseded:

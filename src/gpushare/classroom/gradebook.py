@@ -14,6 +14,7 @@ has status ``error`` and empty score cells, so a gradebook import records no zer
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -27,6 +28,7 @@ from gpushare.feedback import Failure, T, grader_side
 from gpushare.grading import runner
 from gpushare.locations import graders_dir
 from gpushare.reports import clean, junit, messages
+from gpushare.reports.policy import Policy
 from gpushare.reports.results import CheckResult, Report, number_key
 
 CSV_NAME = "grades.csv"
@@ -100,12 +102,38 @@ class Row:
         return out
 
 
-def catalog() -> list[CheckInfo]:
-    """Every check of the graders, in number order (the CSV's columns)."""
+def catalog(policy: Policy | None = None) -> list[CheckInfo]:
+    """Every check of the graders, in number order (the CSV's columns), worth the points the
+    instructor's ``policy`` gives it, else its grader's."""
     return [
-        CheckInfo(c.meta["number"], c.meta["step"], c.meta["points"], c.nodeid, c.classname)
+        CheckInfo(
+            c.meta["number"],
+            c.meta["step"],
+            policy.points(c.meta["number"], c.meta["points"]) if policy else c.meta["points"],
+            c.nodeid,
+            c.classname,
+        )
         for c in runner.load_checks(graders_dir())
     ]
+
+
+def with_points(checks: list[CheckInfo], rows: list[Row]) -> list[CheckInfo]:
+    """``checks`` worth what the graded rows say each was worth (a policy's points, which a
+    merge of shards knows only from their results)."""
+    worth: dict[str, int] = {}
+    for row in rows:
+        for number, cell in row.cells.items():
+            if row.status != "error" or cell.score is not None:
+                worth.setdefault(number, cell.max_score)
+    return [dataclasses.replace(c, max_score=worth.get(c.number, c.max_score)) for c in checks]
+
+
+def total_line(checks: list[CheckInfo], lang: str) -> str:
+    """The points possible, always said; with a warning when they are not 100 (a policy's
+    points, a check added to the lab): scores are then out of that total."""
+    points = sum(c.max_score for c in checks)
+    said = texts.text("points_total", lang, points=points)
+    return said if points == 100 else f"{said} {texts.text('points_not_100', lang, points=points)}"
 
 
 def row_from_results(folder: str, results: JsonObject) -> Row:
@@ -302,7 +330,8 @@ def columns(rows: list[Row], checks: list[CheckInfo]) -> tuple[list[int], list[s
 
 
 def csv_text(rows: list[Row], checks: list[CheckInfo]) -> str:
-    """grades.csv: learner, score, status, snapshot, flags, ``step N`` per step, one per check.
+    """grades.csv: learner, score, max_score (the points possible: the lab's, or the policy's),
+    status, snapshot, flags, ``step N`` per step, one per check.
 
     Error rows have empty score cells; a check that was not judged (its grade timed out) is
     empty too, and so is its step. Rows in learner order; Unix newlines; UTF-8.
@@ -314,6 +343,7 @@ def csv_text(rows: list[Row], checks: list[CheckInfo]) -> str:
         [
             "learner",
             "score",
+            "max_score",
             "status",
             "snapshot",
             "flags",
@@ -328,6 +358,7 @@ def csv_text(rows: list[Row], checks: list[CheckInfo]) -> str:
             [
                 row.learner,
                 _num(row.score if graded else None),
+                str(row.max_score),
                 row.status,
                 row.snapshot,
                 " ".join(flag_tokens(row.flags)),

@@ -55,9 +55,21 @@ import yaml
 
 from gpushare.submissions import bounded
 
-# Everything the class run writes at the top of --out (compared case-insensitively: a folder
-# copied to a case-insensitive file system must not land on one of them either).
-RESERVED = frozenset({"class.json", "grades.csv", "report.html"})
+# Everything the class run, and `class export` after it, write at the top of --out (compared
+# case-insensitively: a folder copied to a case-insensitive file system must not land on one of
+# them either). The export's names are lms.canvas/moodle FILE and UNMAPPED, spelt here because
+# lms imports classroom, not the other way (tests/test_lms_export.py holds the two lists equal).
+RESERVED = frozenset(
+    {
+        "class.json",
+        "grades.csv",
+        "report.html",
+        "canvas-import.csv",
+        "canvas-unmapped.csv",
+        "moodle-import.csv",
+        "moodle-unmapped.csv",
+    }
+)
 # What a row writes in its own folder: a snapshot's row folder inside a learner's never takes
 # one of these names (``results.json.gpushare.tgz`` is a file name like any other).
 ROW_FILES = frozenset({"results.json", "junit.xml"})

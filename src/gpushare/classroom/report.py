@@ -1,45 +1,34 @@
 """``report.html``: one self-contained page about a class, for the instructor.
 
-A score histogram, the pass rate of each step and of each check as plots (matplotlib, rendered
-to SVG inline in the page, text kept as text so the browser draws Chinese and Korean with its
-own fonts), the most common failure reasons of each check with counts and example learners,
-the regrade diff when there is one, the submissions that could not be graded, and every
-submission with links to its results. No script, no stylesheet or font from elsewhere: the
-file can be mailed or opened from a USB stick.
+A score histogram, the pass rate of each step and of each check as bar charts (SVG written by
+:mod:`gpushare.classroom.charts`, inline in the page, text kept as text so the browser draws
+Chinese and Korean with its own fonts), the most common failure reasons of each check with
+counts and example learners, the regrade diff when there is one, the submissions that could not
+be graded, and every submission with links to its results. No script, no stylesheet or font
+from elsewhere: the file can be mailed or opened from a USB stick.
 """
 
 from __future__ import annotations
 
-import contextlib
+import bisect
 import html
-import io
-import os
 import re
-import shutil
 import statistics
-import sys
-import tempfile
-import warnings
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from gpushare import __version__
-from gpushare.classroom import feedback, flags
+from gpushare.classroom import charts, feedback, flags
 from gpushare.classroom.diff import Diff
 from gpushare.classroom.gradebook import CheckInfo, Row, columns, write_text
 from gpushare.classroom.texts import text
 from gpushare.reports import clean, messages
 
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
-
 REPORT_NAME = "report.html"
 TOP_REASONS = 5
 EXAMPLES = 3
-_PASS, _FAIL, _MID = "#2e7d32", "#c62828", "#f9a825"
+_PASS, _FAIL, _MID, _BLUE = "#2e7d32", "#c62828", "#f9a825", "#0969da"
 
 
 def write(
@@ -51,45 +40,8 @@ def write(
     seed: int,
     diff: Diff | None = None,
 ) -> Path:
-    with _matplotlib_home(path.parent):
-        page = render(rows, checks, lang, seed=seed, diff=diff)
+    page = render(rows, checks, lang, seed=seed, diff=diff)
     return write_text(path, page)
-
-
-@contextlib.contextmanager
-def _matplotlib_home(near: Path) -> Iterator[None]:
-    """matplotlib stops with a traceback when it finds no writable config folder
-    (``MPLCONFIGDIR``, else ``~/.config/matplotlib``, else a new one in the temp dir): so it is
-    in a pod with a read-only root and no writable ``/tmp``, and report.html was never
-    written. There, a folder beside the report is lent to it for the plots, then removed."""
-    if "matplotlib" in sys.modules or os.environ.get("MPLCONFIGDIR") or _default_writable():
-        yield
-        return
-    near.mkdir(parents=True, exist_ok=True)
-    lent = tempfile.mkdtemp(prefix=".matplotlib-", dir=near)
-    os.environ["MPLCONFIGDIR"] = lent
-    try:
-        yield
-    finally:
-        os.environ.pop("MPLCONFIGDIR", None)
-        shutil.rmtree(lent, ignore_errors=True)
-
-
-def _default_writable() -> bool:
-    """Whether matplotlib's own choices of a config folder would work (its order)."""
-    try:
-        base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-        folder = Path(base) / "matplotlib"
-        folder.mkdir(parents=True, exist_ok=True)
-        if os.access(folder, os.W_OK) and folder.is_dir():
-            return True
-    except (OSError, RuntimeError):  # RuntimeError: no home directory at all
-        pass
-    try:
-        shutil.rmtree(tempfile.mkdtemp(prefix="matplotlib-"))
-    except OSError:
-        return False
-    return True
 
 
 def render(
@@ -154,8 +106,7 @@ def _head(title: str, lang: str) -> str:
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{_e(title)}</title>
 <style>
-body {{ font-family: system-ui, -apple-system, "Segoe UI", "Noto Sans", "Noto Sans CJK SC",
-  "Noto Sans CJK KR", "PingFang SC", "Malgun Gothic", sans-serif; margin: 2rem auto;
+body {{ font-family: {charts.font_stack(lang)}; margin: 2rem auto;
   max-width: 1100px; padding: 0 1rem; color: #1f2328; line-height: 1.45; }}
 h1 {{ margin-bottom: .2rem; }} h2 {{ margin-top: 2.2rem; border-bottom: 1px solid #d0d7de; }}
 h3 {{ margin: 1.4rem 0 .4rem; font-size: 1.05rem; }}
@@ -210,40 +161,12 @@ def _summary(t: _Words, rows: list[Row], graded: list[Row], errors: list[Row]) -
 # --------------------------------------------------------------------------- plots
 
 
-def _new_figure(width: float, height: float) -> Figure:
-    """A figure for one plot, set up for SVG: text as text, stable ids (and no date: :func:`_svg`).
-
-    Imported here, not at the top: matplotlib reads its config folder when it is imported,
-    which :func:`_matplotlib_home` may have to lend it first (and it costs 0.3 s that no other
-    output of a class needs). A plain Figure, not pyplot: nothing is shown, nothing to close."""
-    import matplotlib
-    from matplotlib.figure import Figure
-
-    matplotlib.rcParams.update(
-        {
-            "svg.fonttype": "none",
-            "svg.hashsalt": "gpushare-class",
-            "font.size": 9,
-            "axes.spines.top": False,
-            "axes.spines.right": False,
-        }
-    )
-    return Figure(figsize=(width, height))
-
-
-def _svg(fig: Figure) -> str:
-    """The plot as a ``<figure>`` of the page."""
-    buf = io.StringIO()
-    with warnings.catch_warnings():  # CJK glyphs are missing from the measuring font only
-        warnings.simplefilter("ignore")
-        fig.savefig(buf, format="svg", metadata={"Date": None}, bbox_inches="tight")
-    svg = buf.getvalue()
-    return f"<figure>{svg[svg.index('<svg') :]}</figure>"  # no XML prologue or doctype inside HTML
+def _figure(svg: str) -> str:
+    return f"<figure>{svg}</figure>"
 
 
 def _histogram(t: _Words, graded: list[Row]) -> str:
-    from matplotlib.ticker import MaxNLocator  # lazy: see _new_figure
-
+    """Learners per score bin: bins of a twentieth of the maximum score, the last holding it."""
     scores = [r.score for r in graded if r.score is not None]
     top = max([r.max_score for r in graded] or [100]) or 100
     step = max(1, round(top / 20))
@@ -251,16 +174,27 @@ def _histogram(t: _Words, graded: list[Row]) -> str:
     if edges[-1] < top:
         edges.append(top)
     edges[-1] = edges[-1] + 0.001  # the last bin holds the full score
-    fig = _new_figure(11, 2.8)
-    ax = fig.add_subplot()
-    ax.hist(scores, bins=edges, color="#0969da", edgecolor="white")
-    ax.set_xlabel(t("score"))
-    ax.set_ylabel(t("learners"))
-    ax.set_xlim(0, top + 0.5)
-    locator = ax.yaxis.get_major_locator()
-    if isinstance(locator, MaxNLocator):  # the default one is
-        locator.set_params(integer=True)
-    return _svg(fig)
+    counts = [0] * (len(edges) - 1)
+    for score in scores:
+        at = bisect.bisect_right(edges, score) - 1
+        if 0 <= at < len(counts):
+            counts[at] += 1
+    most = max(counts, default=0)
+    bars = [
+        charts.Bar(lo, hi, n, _BLUE) for lo, hi, n in zip(edges, edges[1:], counts, strict=False)
+    ]
+    svg = charts.vertical(
+        bars,
+        span=(0, top + 0.5),
+        top=max(1.0, most * 1.05),
+        xlabel=t("score"),
+        ylabel=t("learners"),
+        lang=t.lang,
+        height=236,
+        integer=True,
+        edge="#ffffff",
+    )
+    return _figure(svg)
 
 
 def _rate_color(rate: float) -> str:
@@ -273,14 +207,21 @@ def _step_rates(t: _Words, graded: list[Row], steps: list[int]) -> str:
         judged = [r for r in graded if any(c.step == step for c in r.cells.values())]
         ok = sum(1 for r in judged if all(c.passed for c in r.cells.values() if c.step == step))
         rates.append(ok / len(judged) if judged else 0.0)
-    fig = _new_figure(11, 2.6)
-    ax = fig.add_subplot()
-    labels = [t("step", n=s) for s in steps]
-    bars = ax.bar(labels, [r * 100 for r in rates], color=[_rate_color(r) for r in rates])
-    ax.bar_label(bars, labels=[f"{r:.0%}" for r in rates], padding=2, fontsize=9)
-    ax.set_ylim(0, 110)
-    ax.set_ylabel(f"{t('pass_rate')} (%)")
-    return _svg(fig)
+    bars = [
+        charts.Bar(i - 0.4, i + 0.4, r * 100, _rate_color(r), f"{r:.0%}")
+        for i, r in enumerate(rates)
+    ]
+    svg = charts.vertical(
+        bars,
+        span=(-0.6, len(steps) - 0.4),
+        top=110,
+        xlabel="",
+        ylabel=f"{t('pass_rate')} (%)",
+        lang=t.lang,
+        height=216,
+        categories=[(i, t("step", n=s)) for i, s in enumerate(steps)],
+    )
+    return _figure(svg)
 
 
 def check_rates(graded: list[Row], numbers: list[str]) -> dict[str, tuple[int, int]]:
@@ -295,16 +236,12 @@ def check_rates(graded: list[Row], numbers: list[str]) -> dict[str, tuple[int, i
 def _check_rates(t: _Words, graded: list[Row], numbers: list[str]) -> str:
     counts = check_rates(graded, numbers)
     rates = [(p / j if j else 0.0) for p, j in counts.values()]
-    fig = _new_figure(11, 0.6 + 0.2 * max(len(numbers), 1))
-    ax = fig.add_subplot()
-    ys = list(range(len(numbers)))
-    bars = ax.barh(ys, [r * 100 for r in rates], color=[_rate_color(r) for r in rates])
-    ax.bar_label(bars, labels=[f"{r:.0%}" for r in rates], padding=2, fontsize=8)
-    ax.set_yticks(ys, numbers, fontsize=8)
-    ax.invert_yaxis()
-    ax.set_xlim(0, 110)
-    ax.set_xlabel(f"{t('pass_rate')} (%)")
-    return _svg(fig)
+    bars = [
+        charts.Bar(i - 0.4, i + 0.4, r * 100, _rate_color(r), f"{r:.0%}")
+        for i, r in enumerate(rates)
+    ]
+    svg = charts.horizontal(bars, numbers, top=110, xlabel=f"{t('pass_rate')} (%)", lang=t.lang)
+    return _figure(svg)
 
 
 # --------------------------------------------------------------------------- tables

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NoReturn, ParamSpec, TypedDict, TypeVar
 
+from gpushare.feedback import WORKDIR_ABSENT as WORKDIR_ABSENT
+
 # re-exported: graders write T(...), Value and CheckFailed from here (gpushare.feedback is the
 # model itself)
 from gpushare.feedback import CheckFailed as CheckFailed

@@ -30,7 +30,7 @@ from gpushare.grading.runner import Check
 from gpushare.locations import default_fixtures, default_workdir, graders_dir
 from gpushare.reports import junit, messages, terminal
 from gpushare.reports.clean import line
-from gpushare.reports.policy import Policy, PolicyError
+from gpushare.reports.policy import Policy, PolicyError, total_warning
 from gpushare.reports.policy import apply as apply_policy
 from gpushare.reports.policy import load as load_policy
 from gpushare.reports.results import Report
@@ -99,23 +99,32 @@ def grade(options: Options, started: float | None = None) -> Outcome:
     started = time.monotonic() if started is None else started
     deadline = started + options.timeout if options.timeout else None
     with open_session(options, started, background_first=True) as session:
-        checks = _select(options.steps)
+        checks, known = _select(options.steps)
         session.start_background(runner.background(checks))  # what they ask for, not yet going
         session.connect(runner.modules(checks))  # the cluster read starts
         durations = runner.run(session, checks, deadline=deadline)
-    return _outcome(session, checks, durations, options.policy)
+    outcome = _outcome(session, checks, durations, options.policy)
+    outcome.report.steps_not_graded = len(set(known) - {c.meta["step"] for c in checks})
+    return outcome
 
 
-def _select(steps: set[int]) -> list[Check]:
-    """The checks of the chosen steps (all with no ``--step``); OptionError for a step that
-    is not one of the graders'."""
+def _select(steps: set[int]) -> tuple[list[Check], list[int]]:
+    """The checks of the chosen steps (all with no ``--step``), and every step the graders
+    have; OptionError for a step that is not one of the graders'."""
     if not graders_dir().is_dir():
         raise OptionError(f"graders not found at {graders_dir()}")
     found = runner.load_checks(graders_dir())
     known = sorted({c.meta["step"] for c in found})
     if steps and not steps <= set(known):
         raise OptionError(f"--step takes the graders' step numbers: {known}")
-    return [c for c in found if not steps or c.meta["step"] in steps]
+    return [c for c in found if not steps or c.meta["step"] in steps], known
+
+
+def parse_steps(values: list[str] | None) -> set[int]:
+    """The step numbers of a repeatable ``--step`` whose values may be comma lists: ``--step
+    1,2``, ``--step 1 --step 2`` and ``--steps 1,2`` are the same (``grade`` and ``solve`` take
+    both forms); ValueError for anything that is not a number."""
+    return {int(part) for value in values or () for part in value.split(",") if part.strip()}
 
 
 @contextlib.contextmanager
@@ -274,7 +283,13 @@ SHARED_OPTIONS: tuple[tuple[str, OptionSpec], ...] = (
             "trusted work)",
         },
     ),
-    ("--lang", {"help": "feedback language (default: zh)"}),
+    (
+        "--lang",
+        {
+            "help": "feedback language, one the lab has (zh, ko, en here); default: "
+            "$GPUSHARE_LANG, else the locale's, else the lab's default_lang (lab.toml)"
+        },
+    ),
     ("--json", {"metavar": "FILE", "help": "write Gradescope-style results.json"}),
     ("--seed", {"type": int, "help": "seed of the grade's generated cases (default: random)"}),
 )
@@ -300,7 +315,7 @@ def options_from(args: object, prefix: str = "") -> Options:
 
     step, seed, timeout = get("step"), get("seed"), get("timeout")
     try:
-        steps = {int(s) for s in step} if isinstance(step, list) else set()
+        steps = parse_steps(step) if isinstance(step, list) else set()
     except ValueError:
         steps = {0}
     workdir, snapshot = text("workdir"), text("snapshot")
@@ -341,9 +356,15 @@ def run_cli(args: argparse.Namespace) -> int:
         return _run_cli(args, started)
 
 
+def lab_points() -> dict[str, int]:
+    """Every check of the lab and its grader's points (what a policy's points change)."""
+    return {c.meta["number"]: c.meta["points"] for c in runner.load_checks(graders_dir())}
+
+
 def _run_cli(args: argparse.Namespace, started: float) -> int:
     try:
-        outcome = grade(options_from(args), started)
+        options = options_from(args)
+        outcome = grade(options, started)
     except Exception as exc:
         # lazy: the snapshot module is 17 ms that a live grade never needs (see open_session)
         from gpushare.submissions.snapshot import SnapshotError
@@ -356,6 +377,9 @@ def _run_cli(args: argparse.Namespace, started: float) -> int:
             return _error(f"could not grade: {guard.memory_message()}")
         raise
     outcome.write(args.json, args.junitxml)
+    warning = total_warning(options.policy, lab_points()) if options.policy else None
+    if warning:  # an instructor's policy re-weighted the checks: said where they grade with it
+        print(warning, file=sys.stderr)
     report = outcome.report
     if report.could_not_grade and not report.timed_out:  # no score to show: one line
         return _error(f"could not grade ({_graded(report)}): {report.could_not_grade}")

@@ -22,6 +22,7 @@ from gpushare.data import CheckFunction
 from gpushare.grading.background import Starter, declares, wanted
 from gpushare.grading.checks import CheckMeta
 from gpushare.grading.errors import GradeError
+from gpushare.reports import messages
 from gpushare.reports.results import number_key
 
 if TYPE_CHECKING:  # not imported: the step files with background work load before it
@@ -78,6 +79,7 @@ def load_checks(
     duplicated = sorted({n for n in numbers if numbers.count(n) > 1})
     if duplicated:
         raise GradeError(f"gpushare: checks defined twice: {', '.join(duplicated)}")
+    messages.warn_untitled(numbers)  # a check with no title or hint in the lab's texts
     return sorted(found, key=lambda c: number_key(c.meta["number"]))
 
 

@@ -26,6 +26,7 @@ from gpushare.grading.labstate import ClusterUnreadable, LabState
 from gpushare.kube.config import resolve
 from gpushare.kube.connect import connect
 from gpushare.kube.errors import ApiError, KubeconfigError, Unreachable
+from gpushare.lab import existing
 from gpushare.reports import messages, results
 from gpushare.sandbox import runtime
 from gpushare.submissions.workdir import Workdir
@@ -66,6 +67,7 @@ class GradeSession:
         # a snapshot's work dir as the learner had it, not our scratch copy of it
         self.shown_workdir = snapshot.manifest.get("workdir") if snapshot else None
         self.unsafe_no_sandbox = unsafe_no_sandbox
+        self.doing = "grade"  # what a cluster that cannot be read stops: "capture" for a snapshot
         self.could_not_grade: str | None = None  # why, when the cluster could not be read
         self.could_not_grade_detail: T | None = None  # the same, in the learner's language
         self.timed_out = False  # the deadline struck: finished checks keep their results
@@ -133,7 +135,7 @@ class GradeSession:
             self.state = LabState.recorded(self.snapshot.cluster, reads, hint_reads)
             return self.state
         # The lab is graded as it is, like any other cluster: never started or repaired here
-        # (a node the learner deleted stays deleted); `make grade` runs `gpushare up` first.
+        # (a node the learner deleted stays deleted); `make grade` neither, `make up` does.
         target = resolve(self.kubeconfig, self.context, self.cluster)
         try:
             client, identity = connect(target, timeout=3.0)
@@ -142,11 +144,9 @@ class GradeSession:
             client.get("/version")
             client.timeout = 10.0
         except KubeconfigError as exc:
-            if target.is_lab and not Path(target.kubeconfig).exists():
+            if target.is_lab and target.cluster and not Path(target.kubeconfig).exists():
                 raise GradeError(
-                    f"gpushare: could not grade: the lab {target.cluster} is not up (no "
-                    f"{target.kubeconfig}). Start it with `make up` (or `gpushare up --cluster "
-                    f"{target.cluster}`), or pass --kubeconfig FILE for another cluster."
+                    "gpushare: " + existing.not_up(target.cluster, self.doing)
                 ) from None
             raise GradeError(f"gpushare: {exc}") from None
         except Unreachable as exc:
@@ -156,16 +156,18 @@ class GradeSession:
                 else "Check that cluster"
             )
             raise GradeError(
-                f"gpushare: could not grade: {exc} ({target.source} {target.kubeconfig}). "
+                f"gpushare: could not {self.doing}: {exc} ({target.source} {target.kubeconfig}). "
                 f"{hint}, or pass --kubeconfig FILE for another cluster."
             ) from None
         except ApiError as exc:
             raise GradeError(
-                f"gpushare: could not grade: the apiserver at {self.server} refused us ({exc}); "
-                f"check the credentials in {target.kubeconfig}"
+                f"gpushare: could not {self.doing}: the apiserver at {self.server} refused us "
+                f"({exc}); check the credentials in {target.kubeconfig}"
             ) from None
         except Exception as exc:  # anything else on the way: one line, exit 2
-            raise GradeError(f"gpushare: could not grade ({target.kubeconfig}): {exc}") from None
+            raise GradeError(
+                f"gpushare: could not {self.doing} ({target.kubeconfig}): {exc}"
+            ) from None
         dry_runs: list[tuple[str, JsonObject]] = []
         for module in modules:  # and the server-side dry-runs it declares
             declare = getattr(module, "dry_runs", None)
@@ -336,4 +338,5 @@ class GradeSession:
             could_not_grade_detail=self.could_not_grade_detail,
             timed_out=self.timed_out,
             isolation=self.background.isolation,
+            workdir_absent=self.snapshot is None and self.work.absent,
         )

@@ -4,7 +4,7 @@ Precedence, the same for ``gpushare grade``, ``pytest graders/`` and ``gpushare 
 ``--kubeconfig FILE``, else ``$KUBECONFIG`` (a list of files, merged the way kubectl merges
 them: the first file to set a key wins), else the lab cluster's own kubeconfig (``--cluster``,
 else ``GPUSHARE_CLUSTER``, else ``gpushare``). Resolving reads nothing and starts nothing: a
-lab that is not up is graded as not up (``make grade`` runs ``gpushare up`` first).
+lab that is not up is graded as not up (``make up`` starts it; ``make grade`` never does).
 ``--context NAME`` picks a context, else the merged current-context.
 
 Also here: the parsing of the lab's own kubeconfig for our small client (kwokctl writes it: a CA,

@@ -117,7 +117,7 @@ def export(
     with_feedback: bool = False,
     missing_zero: bool = False,
     lang: str | None = None,
-    fallback_lang: str = messages.DEFAULT_LANG,
+    fallback_lang: str = messages.REFERENCE,
     to: Path | None = None,
 ) -> tuple[list[Written], Roster]:
     """Write each LMS's import and side file; ExportError (one line) when nothing can be."""

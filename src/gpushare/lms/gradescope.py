@@ -47,10 +47,10 @@ from gpushare.data import JsonObject
 from gpushare.feedback import T
 from gpushare.grading import guard
 from gpushare.grading.errors import GradeError
-from gpushare.grading.grade import OptionError, Options, grade
+from gpushare.grading.grade import OptionError, Options, grade, lab_points
 from gpushare.locations import default_fixtures, graders_dir, lock_file
 from gpushare.reports import clean, messages, terminal
-from gpushare.reports.policy import Policy, PolicyError
+from gpushare.reports.policy import Policy, PolicyError, total_warning
 from gpushare.reports.policy import load as load_policy
 from gpushare.reports.results import Report
 from gpushare.sandbox import levels
@@ -155,16 +155,20 @@ def bundle(
     # chosen by the command (gpushare.cli.choose_lang: never the builder's locale),
     # written out, never null
     try:
-        lang = messages.offered(lang or messages.DEFAULT_LANG)
+        lang = messages.offered(lang or messages.lab_default())
     except ValueError as exc:
         raise BundleError(str(exc)) from None
     policy_bytes = DEFAULT_POLICY.encode()  # always one, so every bundle has the same layout
+    loaded = None
     if policy is not None:
         try:
-            load_policy(Path(policy))
+            loaded = load_policy(Path(policy))
         except PolicyError as exc:
             raise BundleError(str(exc)) from None
         policy_bytes = Path(policy).read_bytes()
+    warning = total_warning(loaded, lab_points())  # the Gradescope assignment's points
+    if warning:
+        print(warning, file=sys.stderr)
     settings = {
         "gpushare_version": __version__,
         "timeout": timeout,
@@ -304,9 +308,9 @@ def run(root: Path) -> int:
     os.environ["GPUSHARE_GRADERS"] = str(source / "graders")
     os.environ["GPUSHARE_FIXTURES"] = str(source / "fixtures")
     try:  # the bundle's own, chosen when it was built
-        lang = messages.offered(str(settings["lang"] or messages.DEFAULT_LANG))
+        lang = messages.offered(str(settings["lang"] or messages.lab_default()))
     except ValueError:
-        lang = messages.DEFAULT_LANG
+        lang = messages.lab_default()
     # the uid level: none of ours readable by the runs
     levels.protect_at_uid([root / "source", root / "results", root / "submission", root])
     upload, problem, params = find_upload(root / "submission")

@@ -110,7 +110,7 @@ def text(
     *,
     with_feedback: bool,
     lang: str | None,
-    fallback_lang: str = messages.DEFAULT_LANG,
+    fallback_lang: str = messages.REFERENCE,
 ) -> str:
     """The import file: the identifier column, the grade column, the feedback column if asked
     (in ``lang``, else in the language each learner's own feedback was written in)."""

@@ -14,16 +14,19 @@ A language's catalog is one or two files, merged table by table, the lab's over 
 
 A language is a file ``<two letters>.toml`` in either folder whose merged catalog is complete:
 every key of the reference (English: the engine's ``en.toml`` with the lab's over it), with the
-same placeholders. :func:`gaps` names what an incomplete one lacks; it is not offered. Chinese
-is the default. The TOML files are read as they are, once per process (``tomllib``): an edited
-catalog is what the next grade shows, with no build step in between.
+same placeholders. :func:`gaps` names what an incomplete one lacks; it is not offered. The
+lab's ``default_lang`` (its ``lab.toml``) is the learners' default, English the instructors'.
+The TOML files are read as they are, once per process (``tomllib``): an edited catalog is what
+the next grade shows, with no build step in between.
 """
 
 from __future__ import annotations
 
 import os
 import string
+import sys
 import tomllib
+from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 from typing import TypedDict
@@ -52,10 +55,26 @@ REFERENCE = "en"  # the catalog every other language must be complete against
 
 
 def langs() -> tuple[str, ...]:
-    """The languages offered, the default first, then by name: every language with a catalog
-    file (the engine's or the lab's in use) whose catalog is complete."""
+    """The languages offered, the lab's default first, then by name: every language with a
+    catalog file (the engine's or the lab's in use) whose catalog is complete."""
     offered = [lang for lang in found() if not gaps(lang)]
-    return tuple(sorted(offered, key=lambda lang: (lang != DEFAULT_LANG, lang)))
+    first = lab_default()
+    return tuple(sorted(offered, key=lambda lang: (lang != first, lang)))
+
+
+def lab_default() -> str:
+    """The learners' language of the lab in use: ``default_lang`` of its ``lab.toml``, else
+    the engine's (Chinese). The lab's texts decide it, not the engine."""
+    return _lab_default(graders_dir() / "lab.toml")
+
+
+@cache
+def _lab_default(path: Path) -> str:
+    try:
+        value = tomllib.loads(path.read_text(encoding="utf-8")).get("default_lang")
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        value = None
+    return value.strip().lower() if isinstance(value, str) and value.strip() else DEFAULT_LANG
 
 
 def found() -> frozenset[str]:
@@ -69,13 +88,18 @@ def gaps(lang: str) -> list[str]:
     return list(_gaps(lang, _lab_texts()))
 
 
-def resolve_lang(option: str | None, *, locale: bool = True) -> str:
-    """``--lang``, else ``GPUSHARE_LANG``, else the locale (LC_ALL, LC_MESSAGES, LANG), else zh.
+def resolve_lang(option: str | None, *, instructor: bool = False, locale: bool = True) -> str:
+    """``--lang``, else ``GPUSHARE_LANG``, else the locale (LC_ALL, LC_MESSAGES, LANG) when the
+    lab offers it, else the fallback: English for an instructor's command (``instructor``: the
+    class commands, the report), the lab's :func:`lab_default` for a learner. A fallback the
+    lab does not offer (a lab with no Chinese texts) becomes a language it has, with a warning
+    on stderr, rather than feedback in a language half of whose texts are missing.
 
     The one place a language is chosen: each command's entry point calls it once
-    (``gpushare.cli``, the pytest plugin) and passes the language down; nothing below reads the
-    environment for it. ``locale=False``: not the caller's locale (a Gradescope bundle is built
-    on the instructor's machine for learners elsewhere). ValueError for a language not offered.
+    (``gpushare.cli.choose_lang``, the pytest plugin) and passes the language down; nothing
+    below reads the environment for it. ``locale=False``: not the caller's locale (a Gradescope
+    bundle is built on the instructor's machine for learners elsewhere). ValueError for a
+    language not offered.
     """
     for value in (option, os.environ.get("GPUSHARE_LANG")):
         if value:
@@ -84,8 +108,21 @@ def resolve_lang(option: str | None, *, locale: bool = True) -> str:
         value = os.environ.get(var, "")
         if value and value not in ("C", "POSIX") and not value.startswith("C."):
             lang = value.lower()[:2]
-            return lang if lang in found() and not gaps(lang) else DEFAULT_LANG
-    return DEFAULT_LANG
+            if lang in found() and not gaps(lang):
+                return lang
+            break
+    wanted = REFERENCE if instructor else lab_default()
+    have = langs()
+    if wanted in have or not have:
+        return wanted
+    chosen = REFERENCE if REFERENCE in have else have[0]
+    _warn_once(f"gpushare: the lab has no complete {wanted} texts; using {chosen} (--lang)")
+    return chosen
+
+
+@cache
+def _warn_once(text: str) -> None:
+    print(text, file=sys.stderr)
 
 
 def offered(value: str) -> str:
@@ -193,6 +230,39 @@ def _check(number: str, lang: str) -> dict[str, str]:
 
 def title(number: str, lang: str) -> str:
     return _check(number, lang).get("title", number)
+
+
+def untitled(numbers: Iterable[str], lang: str = REFERENCE) -> list[str]:
+    """The checks among ``numbers`` that lack a title or a hint in ``lang``'s catalog, each as
+    ``5.6 (title, hint)``: such a check is shown as its bare number, with nothing to guide."""
+    checks = catalog(lang)["checks"]
+    out = []
+    for number in numbers:
+        entry = checks.get(number) or {}
+        lacks = [key for key in ("title", "hint") if not str(entry.get(key) or "").strip()]
+        if lacks:
+            out.append(f"{number} ({', '.join(lacks)})")
+    return out
+
+
+def warn_untitled(numbers: Iterable[str]) -> None:
+    """Warn once on stderr of the checks the reference catalog gives no title or hint: the
+    lab's texts lack them in every language. (A language that lacks what the reference has is
+    incomplete: refused by name, or passed over with :func:`resolve_lang`'s warning.) Only the
+    reference is read here, which every grade reads anyway."""
+    lacking = [n for n in untitled(numbers) if n not in _warned]
+    if lacking:
+        _warned.update(lacking)
+        where = _lab_texts() / f"{REFERENCE}.toml"
+        print(
+            f"gpushare: warning: no text in {where} for check {', '.join(lacking)}: it is "
+            'shown as its number, with no hint (add [checks."<number>"] title and hint in '
+            "every language)",
+            file=sys.stderr,
+        )
+
+
+_warned: set[str] = set()
 
 
 def hint(number: str, lang: str) -> str:

@@ -12,10 +12,15 @@ A TOML file, per check or per step, with a default for the rest::
     [checks."2.3"]            # ... but this one never
     visibility = "hidden"
 
+    [checks."5.4"]            # worth 5 points, not the 3 its grader gives it
+    points = 5
+
 ``visibility`` takes Gradescope's four values: ``visible``, ``hidden`` (never shown to
 learners), ``after_due_date``, ``after_published``. ``show_expected`` says whether a failed
 check's feedback shows what was expected and what was found. A check takes its own rule, else
-its step's, else the default.
+its step's, else the default. ``points`` (in a check's own table only) re-weights that check
+without editing the lab: every output then counts it so, and :func:`total` is the lab's total
+under the policy, which the instructor's commands state (and warn about when it is not 100).
 
 Why withholding replaces the whole feedback and not just two lines of it: a failure's other
 fields carry the same facts (a check on unseen cases names the case that failed first in its
@@ -73,6 +78,9 @@ class Policy:
     default: Rule = field(default_factory=Rule)
     steps: dict[int, Rule] = field(default_factory=dict)
     checks: dict[str, Rule] = field(default_factory=dict)
+    # a check's points under this policy, apart from its rule: a table with points alone
+    # leaves the check the visibility its step gives it
+    check_points: dict[str, int] = field(default_factory=dict)
     name: str = ""
     sha256: str = ""
 
@@ -83,9 +91,30 @@ class Policy:
         step = int(number.split(".")[0])
         return self.steps.get(step, self.default)
 
+    def points(self, number: str, own: int) -> int:
+        """The check's points: the policy's for it, else ``own`` (its grader's)."""
+        return self.check_points.get(number, own)
+
     def describe(self) -> str:
         """``<file name> sha256:<12 hex>``: which policy, as the outputs record it."""
         return f"{self.name} sha256:{self.sha256[:12]}" if self.sha256 else self.name
+
+
+def total(policy: Policy | None, lab: dict[str, int]) -> int:
+    """The lab's total under ``policy``: ``lab`` maps every check number to its grader's points."""
+    return sum(policy.points(n, p) if policy else p for n, p in lab.items())
+
+
+def total_warning(policy: Policy | None, lab: dict[str, int]) -> str | None:
+    """The instructor's warning when the checks no longer add up to 100 points, else None."""
+    points = total(policy, lab)
+    if points == 100:
+        return None
+    under = f" under the policy {policy.describe()}" if policy else ""
+    return (
+        f"gpushare: warning: the lab's checks add up to {points} points{under}, not 100; "
+        "scores are out of that (grades.csv's max_score)"
+    )
 
 
 def known_checks() -> set[str]:
@@ -124,11 +153,31 @@ def parse(data: JsonObject, *, name: str = "policy", sha256: str = "") -> Policy
             )
         steps[int(key)] = _rule(value, f"{name} [steps.{key}]")
     checks: dict[str, Rule] = {}
+    points: dict[str, int] = {}
     for key, value in _table(data.get("checks", {}), f"{name} [checks]").items():
         if key not in known:
             raise PolicyError(f'{name}: [checks."{key}"] is not a check of the lab')
-        checks[key] = _rule(value, f'{name} [checks."{key}"]')
-    return Policy(default=default, steps=steps, checks=checks, name=name, sha256=sha256)
+        where = f'{name} [checks."{key}"]'
+        table = dict(_table(value, where))
+        if "points" in table:
+            points[key] = _points(table.pop("points"), where)
+            if not table:  # points alone: the visibility stays the step's or the default's
+                continue
+        checks[key] = _rule(table, where)
+    return Policy(
+        default=default,
+        steps=steps,
+        checks=checks,
+        check_points=points,
+        name=name,
+        sha256=sha256,
+    )
+
+
+def _points(value: Json, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise PolicyError(f"{where}: points must be a whole number, 0 or more")
+    return value
 
 
 def _table(value: Json, where: str) -> JsonObject:
@@ -140,6 +189,8 @@ def _table(value: Json, where: str) -> JsonObject:
 def _rule(value: Json, where: str) -> Rule:
     table = _table(value, where)
     extra = set(table) - _RULE_KEYS
+    if extra == {"points"}:
+        raise PolicyError(f'{where}: points belong to one check ([checks."<step>.<n>"])')
     if extra:
         raise PolicyError(f"{where}: unknown key {sorted(extra)[0]!r} (visibility, show_expected)")
     visibility = table.get("visibility", "visible")
@@ -168,6 +219,10 @@ def apply(report: Report, policy: Policy | None) -> Report:
         return report
     report.policy = policy.describe()
     for check in report.checks:
+        points = policy.points(check.number, check.max_score)
+        if points != check.max_score:
+            check.max_score = points
+            check.score = points if check.passed else 0
         rule = policy.rule(check.number)
         check.visibility = rule.visibility
         if rule.show_expected or (check.passed and check.failure is None and not check.output):

@@ -136,6 +136,17 @@ class Report:
     timed_out: bool = False  # the deadline struck: finished checks keep their results
     policy: str | None = None
     isolation: str | None = None  # the learner's runs' level: bubblewrap, uid, none
+    steps_not_graded: int = 0  # the lab's steps a `--step` left out
+    workdir_absent: bool = False  # the work dir graded does not exist: said once, first
+
+    def workdir_notice(self) -> str:
+        """The one line a grade of a missing work dir starts with, or "": every file check fails
+        for that reason alone, and the learner most likely named the wrong folder."""
+        if not self.workdir_absent:
+            return ""
+        return messages.render_value(
+            messages.T("workdir_absent_first", root=self.workdir), self.lang
+        )
 
     @property
     def complete(self) -> bool:
@@ -173,7 +184,28 @@ class Report:
             shown = self.visible()
             ok = bool(shown) and all(c.passed for c in shown)
             return messages.label("all_visible_passed", self.lang) if ok else ""
-        return messages.label("all_passed", self.lang) if self.all_passed else ""
+        if not self.all_passed:
+            return ""
+        if self.steps_not_graded:  # `--step`: what passed is those steps, not the lab
+            return self.steps_passed()
+        return messages.label("all_passed", self.lang)
+
+    def steps_passed(self) -> str:
+        """ "Step 1: all 5 checks passed (12/12); 7 steps not graded": a `--step` grade whose
+        checks all passed says which steps, so it never reads as the whole lab done."""
+        steps = sorted({c.step for c in self.checks})
+        said = messages.T(
+            "steps_passed" if len(steps) > 1 else "step_passed",
+            steps=tuple(str(s) for s in steps),
+            count=len(self.checks),
+            figures=f"{self.score}/{self.max_score}",
+            rest=(
+                messages.T("steps_not_graded", count=self.steps_not_graded)
+                if self.steps_not_graded > 1
+                else messages.T("step_not_graded")
+            ),
+        )
+        return messages.render_value(said, self.lang)
 
     def figures(self) -> str:
         """The score as learners may read it: the visible checks' alone while some are not
@@ -253,6 +285,7 @@ class Report:
             "timed_out": self.timed_out,
             "policy": self.policy,
             "isolation": self.isolation,
+            **({"workdir_absent": True} if self.workdir_absent else {}),
         }
 
     def properties(self) -> dict[str, str]:
@@ -295,7 +328,7 @@ class Report:
             "score": self.score,
             "max_score": self.max_score,
             "execution_time": round(self.execution_time, 3),
-            "output": f"{self.figures()}\n{verdict}" if verdict else self.figures(),
+            "output": "\n".join(filter(None, [self.workdir_notice(), self.figures(), verdict])),
             "visibility": "visible",
             "stdout_visibility": "hidden",
             "tests": [self._test(c) for c in self.checks],

@@ -43,6 +43,9 @@ def render(report: Report, *, color: bool, feedback: bool = True) -> str:
 
     ok_word, fail_word = messages.label("pass", lang), messages.label("fail", lang)
     out: list[str] = []
+    notice = report.workdir_notice()
+    if notice:  # first: it explains every file check's failure below
+        out.append(paint(RED, clean.line(notice)))
     out.append(paint(BOLD, messages.label("summary_title", lang)))
     # under an instructor's policy only the visible checks count here: the points of the
     # others would tell how they went (see gpushare.reports.policy)
@@ -61,11 +64,13 @@ def render(report: Report, *, color: bool, feedback: bool = True) -> str:
     verdict = report.verdict()
     if verdict:
         out.append(paint(GREEN, "  " + verdict))
-    workdir = clean.line(report.workdir)
-    out.append(paint(DIM, f"  seed={report.seed}  lang={lang}  workdir={workdir}"))
+    graded = {k: clean.line(v) for k, v in (report.cluster or {}).items() if v is not None}
+    # a snapshot's work dir is a folder of the machine that captured it (often a temporary
+    # one): the snapshot line below says what was graded
+    place = "" if graded.get("snapshot") else f"  workdir={clean.line(report.workdir)}"
+    out.append(paint(DIM, f"  seed={report.seed}  lang={lang}{place}"))
     if report.isolation:  # how the learner's script ran (gpushare.sandbox.levels)
         out.append(paint(DIM, f"  isolation={report.isolation}"))
-    graded = {k: clean.line(v) for k, v in (report.cluster or {}).items() if v is not None}
     if graded.get("snapshot"):  # what was judged, so nobody grades the wrong one unseen
         out.append(paint(DIM, f"  snapshot={graded['snapshot']}"))
         out.append(

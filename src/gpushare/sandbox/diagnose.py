@@ -88,8 +88,8 @@ ROOT_NO_SETFCAP = Cause(
     "root-no-setfcap",
     "the grader runs as uid 0 without CAP_SETFCAP, and the kernel maps uid 0 into a new user "
     "namespace only for a process that has it",
-    "run the grader as a non-root uid (Kubernetes: runAsUser: 1000, as `gpushare class job` "
-    "prints it), or keep CAP_SETFCAP",
+    "run the grader as a non-root uid (Kubernetes: runAsUser: 1000, as deploy/job.py's Job "
+    "has it), or keep CAP_SETFCAP",
 )
 APPARMOR = Cause(
     "apparmor",

@@ -9,21 +9,33 @@ cleanup ends every process of that uid (``kill(-1)`` as it) without touching any
 The uids come from a range (``$GPUSHARE_SANDBOX_UIDS``, default 60800-60927: Debian's range for
 static system accounts below systemd's dynamic users at 61184), in slots of :data:`SLOT`: a
 grade (one supervisor) takes a slot, locked with ``flock`` so that concurrent graders on the
-machine never share one, and its runs take uids of it; the slot's first uid is the gid of
-every run of that grade (the group that may read its staged files). A slot any uid of which is
-an account of ``/etc/passwd`` is skipped. The range's last uid is for bwrap's trial run.
+machine never share one, and its runs take uids of it. A slot any uid of which is an account
+of ``/etc/passwd`` is skipped. The range's last uid is for bwrap's trial run.
+
+Each grade also gets a gid of its own, never given to a later grade (:func:`_next_gid`): the
+gid of every run of that grade and the group that may read its staged files. A slot's uids
+serve grade after grade; a gid shared by two grades would let a file one of them left (a
+setgid copy, a staged folder) open the other's staged work.
 """
 
 from __future__ import annotations
 
 import fcntl
+import grp
 import os
 import pwd
 import threading
+import time
 
 RANGE_ENV = "GPUSHARE_SANDBOX_UIDS"
 DEFAULT_RANGE = (60800, 60927)
 SLOT = 8
+# The grades' gids: above every range useradd, systemd's dynamic users and nspawn's containers
+# give out (up to 0x6FFFFFFF), below 2**31 - 1; some 268 million of them.
+GIDS = (0x70000000, 0x7FFFFF00)
+# A counter lost with /tmp (a reboot) starts again from the clock, 8 gids a second: above
+# every gid given before unless the machine graded faster than that since the last wrap.
+_GIDS_PER_SECOND = 8
 
 
 class NoUid(OSError):
@@ -72,10 +84,11 @@ def _taken(uid: int) -> bool:
 
 
 class Slot:
-    """A grade's uids: ``gid`` and the uids its runs take (:meth:`take`, :meth:`give`)."""
+    """A grade's uids (:meth:`take`, :meth:`give`) and its gid, its own: ``first``, the slot's
+    first uid, names the slot (its runs take the others)."""
 
-    def __init__(self, first: int, lock_fd: int) -> None:
-        self.gid = first
+    def __init__(self, first: int, lock_fd: int, gid: int) -> None:
+        self.first, self.gid = first, gid
         self._free = list(range(first + 1, first + SLOT))
         self._lock_fd = lock_fd
         self._mutex = threading.Lock()
@@ -122,5 +135,43 @@ def allocate() -> Slot:
         if any(_taken(uid) for uid in range(first, first + SLOT)):
             os.close(fd)
             continue
-        return Slot(first, fd)
+        try:
+            return Slot(first, fd, _next_gid(directory))
+        except BaseException:
+            os.close(fd)
+            raise
     raise NoUid(f"no free slot of {SLOT} uids in {lo}-{hi} (${RANGE_ENV})")
+
+
+def _group_taken(gid: int) -> bool:
+    try:
+        grp.getgrgid(gid)
+    except KeyError:
+        return False
+    return True
+
+
+def _next_gid(directory: str) -> int:
+    """The next gid of :data:`GIDS`, counted in ``directory/gids`` under ``flock`` (every grader
+    of the machine with our euid shares it): never one a grade had before, never a group of
+    ``/etc/group``."""
+    lo, hi = GIDS
+    fd = os.open(os.path.join(directory, "gids"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        raw = os.pread(fd, 32, 0).strip()
+        last = int(raw) if raw.isdigit() and lo <= int(raw) < hi else None
+        if last is None:
+            last = lo + int(time.time() * _GIDS_PER_SECOND) % (hi - lo)
+        gid = last
+        for _ in range(1000):
+            gid = lo + (gid + 1 - lo) % (hi - lo)
+            if not _group_taken(gid):
+                break
+        else:
+            raise NoUid(f"no free gid after {last} in {lo}-{hi}")
+        data = b"%d\n" % gid
+        os.pwrite(fd, data.ljust(16), 0)
+        return gid
+    finally:
+        os.close(fd)  # releases the flock

@@ -4,7 +4,8 @@ Each run is started by ``bwrap`` (Debian's ``bubblewrap``, the sandbox Flatpak u
 user, pid, network, IPC, UTS and cgroup namespaces, with no capabilities, unable to create
 further user namespaces, in a session of its own, ending with its reaper; as the run's own
 uid when the grader is root (:mod:`gpushare.sandbox.ids`: the sandbox's uid maps to it on the
-host, never to root). Its filesystem is a read-only tmpfs holding only:
+host, never to root). Its filesystem is a read-only tmpfs holding only (the list is
+:mod:`gpushare.sandbox.view`'s, which the ``uid`` level builds the same):
 
 * ``/usr`` (and the ``/bin``, ``/lib``... links or directories beside it) and a few files of
   ``/etc`` that programs need: bash, coreutils, awk, sed, grep... as on the host;
@@ -34,11 +35,13 @@ from gpushare.sandbox import ids, limits, runtime
 from gpushare.sandbox.diagnose import explain
 from gpushare.sandbox.errors import SandboxError
 from gpushare.sandbox.runtime import Runtime
+from gpushare.sandbox.view import ETC as _ETC
+from gpushare.sandbox.view import SCRATCH as SCRATCH
+from gpushare.sandbox.view import SCRATCH_BYTES as SCRATCH_BYTES
+from gpushare.sandbox.view import SHM_BYTES as SHM_BYTES
+from gpushare.sandbox.view import TOP_LEVEL as _TOP_LEVEL
 
 BWRAP_ENV = "GPUSHARE_BWRAP"  # a bwrap binary of one's own
-SCRATCH = "/tmp"
-SCRATCH_BYTES = 64 * 1024 * 1024
-SHM_BYTES = 16 * 1024 * 1024  # /dev/shm: Python's multiprocessing locks, no more
 PRLIMIT = "/usr/bin/prlimit"  # util-linux: caps the processes inside the user namespace
 INSTALL_HINT = (
     "install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`, Fedora: `dnf install "
@@ -48,15 +51,6 @@ INSTALL_HINT = (
 )
 # Environment variables of the grader a script may keep (the locale shapes its messages).
 _KEPT_ENV = ("LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TZ")
-# Files of /etc the lab's tools need; each bound only if it exists.
-_ETC = (
-    "/etc/alternatives",  # awk -> mawk/gawk on Debian
-    "/etc/group",
-    "/etc/ld.so.cache",
-    "/etc/localtime",
-    "/etc/passwd",
-)
-_TOP_LEVEL = ("/bin", "/lib", "/lib32", "/lib64", "/libx32", "/sbin")
 _PROBE_TIMEOUT_S = 10.0
 
 

@@ -4,21 +4,26 @@
 ``bubblewrap``  namespaces (:mod:`gpushare.sandbox.isolation`), as the run's own uid when the
                 grader is root; cleanup: the pid namespace.
 ``uid``         where no user namespace can be made, root runs the script as a uid of its own
-                (:mod:`gpushare.sandbox.ids`), in a new session keyring, with the caps of
-                :mod:`gpushare.sandbox.limits`; what it may read of the grader's is staged, the
-                grader's own files made unreadable to other uids (:func:`protect`); cleanup:
-                every process of that uid.
+                (:mod:`gpushare.sandbox.ids`) in network, IPC, mount and pid namespaces of
+                its own (:mod:`gpushare.sandbox.namespaces`: no network, its own ``/proc``),
+                ``no_new_privs``, a new session keyring, the caps of
+                :mod:`gpushare.sandbox.limits`; what it may read of the grader's is staged;
+                cleanup: the pid namespace.
 ``none``        the grader's uid, caps only; only with ``--unsafe-no-sandbox``, or for a
                 learner grading their own work where nothing better runs (said once).
 =============  ==============================================================================
 
 Strangers' work (a snapshot, a class, Gradescope) gets ``bubblewrap`` where it runs, else
-``uid`` (always possible as root), else the grade is refused. The level used is recorded in
-every result (``isolation``).
+``uid`` where root may make those namespaces (CAP_SYS_ADMIN, a seccomp profile that allows
+``unshare`` and ``mount``), else the grade is refused, saying what the host lacks, unless the
+instructor passes ``--unsafe-no-sandbox`` (``none``). A uid of its own and nothing more would
+leave a script the host's network, files and IPC: that is no level. The level used is
+recorded in every result (``isolation``).
 """
 
 from __future__ import annotations
 
+import enum
 import os
 import stat
 import sys
@@ -26,26 +31,39 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from gpushare import locations
-from gpushare.sandbox import ids
+from gpushare.sandbox import ids, namespaces
 from gpushare.sandbox.isolation import INSTALL_HINT, Isolation, probe
 
 # what choose() raises, for its callers to catch here
 from gpushare.sandbox.isolation import IsolationUnavailable as IsolationUnavailable
 
-BUBBLEWRAP, UID, NONE = "bubblewrap", "uid", "none"
+
+class Level(enum.StrEnum):
+    """The isolation levels, the one place they are named; a value is what every result
+    records (``isolation``)."""
+
+    BUBBLEWRAP = "bubblewrap"
+    UID = "uid"
+    NONE = "none"
+
+
+BUBBLEWRAP, UID, NONE = Level.BUBBLEWRAP, Level.UID, Level.NONE
 
 
 @dataclass
 class Sandbox:
     """The level of a grade's runs; ``isolation`` is bwrap's, at the ``bubblewrap`` level."""
 
-    level: str
+    level: Level
     isolation: Isolation | None = None
+
+    def __post_init__(self) -> None:
+        self.level = Level(self.level)  # a level's name given as text is still one of them
 
     @property
     def own_uid(self) -> bool:
         """Whether each run has a uid of its own (root grader, any level but ``none``)."""
-        if self.level == UID:
+        if self.level is Level.UID:
             return True
         return self.isolation is not None and self.isolation.uid >= 0
 
@@ -54,7 +72,9 @@ NO_SANDBOX = Sandbox(NONE)
 _noticed = False
 
 
-def choose(*, strangers: bool, unsafe_no_sandbox: bool = False, minimum: str = UID) -> Sandbox:
+def choose(
+    *, strangers: bool, unsafe_no_sandbox: bool = False, minimum: Level = Level.UID
+) -> Sandbox:
     """The level for a grade's runs.
 
     ``strangers``: someone else's work (a snapshot, a class): at least ``minimum`` (``uid`` or
@@ -73,24 +93,34 @@ def choose(*, strangers: bool, unsafe_no_sandbox: bool = False, minimum: str = U
             "capabilities, or run it as a non-root user"
         )
     if found.isolation is not None:
-        return Sandbox(BUBBLEWRAP, found.isolation)
-    if ids.can_switch() and minimum != BUBBLEWRAP:
-        try:
-            ids.uid_range()
-        except ids.NoUid as exc:
-            raise IsolationUnavailable(str(exc)) from None
-        return Sandbox(UID)
+        return Sandbox(Level.BUBBLEWRAP, found.isolation)
+    lacks = f"bubblewrap: {found.reason}"
+    if ids.can_switch() and minimum is not Level.BUBBLEWRAP:
+        why = namespaces.unavailable()
+        if why is None:
+            try:
+                ids.uid_range()
+            except ids.NoUid as exc:
+                raise IsolationUnavailable(str(exc)) from None
+            return Sandbox(Level.UID)
+        lacks += (
+            "; the uid level: root could not give a run network, IPC, mount and pid "
+            f"namespaces of its own (it needs CAP_SYS_ADMIN and a seccomp profile that allows "
+            f"unshare and mount): {why}"
+        )
     if strangers:
-        need = "bubblewrap" if minimum == BUBBLEWRAP else "bubblewrap, or root for the uid level"
+        need = (
+            "bubblewrap" if minimum is Level.BUBBLEWRAP else "bubblewrap, or the uid level as root"
+        )
         raise IsolationUnavailable(
-            f"refusing to run learners' scripts without a sandbox ({need}): {found.reason}; "
+            f"refusing to run learners' scripts without a sandbox ({need}): {lacks}; "
             f"{INSTALL_HINT}; or pass --unsafe-no-sandbox to run them unsandboxed (only for "
             "trusted work)"
         )
     if not _noticed:
         _noticed = True
         print(
-            f"gpushare: note: learners' scripts run without a sandbox here ({found.reason})",
+            f"gpushare: note: learners' scripts run without a sandbox here ({lacks})",
             file=sys.stderr,
         )
     return NO_SANDBOX
@@ -167,8 +197,27 @@ def protect_once() -> None:
         protect([os.path.expanduser("~"), os.getcwd(), str(locations.graders_dir())])
 
 
-def protect_at_uid(paths: Iterable[str | os.PathLike[str]]) -> None:
+def protect_at_uid(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
     """:func:`protect` ``paths`` when strangers' runs here would be at the ``uid`` level (root
-    without bubblewrap): a caller's own places (a class's folders, Gradescope's)."""
-    if ids.can_switch() and not probe().available:
-        protect(paths)
+    without bubblewrap): a caller's own places (a class's folders, Gradescope's). Returns
+    those it could not protect (:func:`unprotectable`), for the caller to refuse."""
+    if ids.can_switch() and not probe().available and namespaces.unavailable() is None:
+        listed = [os.fspath(p) for p in paths]
+        protect(listed)
+        return unprotectable(listed)
+    return []
+
+
+def unprotectable(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
+    """The paths that exist, that a uid other than their owner and group could reach and
+    read, and that :func:`protect` leaves so because they are not the grader's (root grading
+    an instructor's own folder: ``sudo gpushare class grade ~/subs``)."""
+    found = []
+    for raw in paths:
+        path = os.path.abspath(os.fspath(raw))
+        if path in _SYSTEM or os.path.islink(path) or not os.path.exists(path):
+            continue
+        st = os.stat(path)
+        if st.st_mode & 0o007 and st.st_uid != os.geteuid() and _reachable_by_others(path):
+            found.append(path)
+    return found

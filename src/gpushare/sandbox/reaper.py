@@ -13,12 +13,13 @@ import _socket
 import ctypes
 import errno
 import os
-import resource
 import select
 import sys
 import time
 
 from gpushare.sandbox import limits as _limits
+from gpushare.sandbox import namespaces as _ns
+from gpushare.sandbox import view as _view
 
 TYPE_CHECKING = False  # mypy takes it as typing's, which this module does not import
 if TYPE_CHECKING:
@@ -32,6 +33,7 @@ else:
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
+_PR_SET_NO_NEW_PRIVS = 38
 _ABORT_SIGNALS = (_signal.SIGTERM, _signal.SIGHUP, _signal.SIGINT)
 # Give up on processes that ignore SIGKILL (stuck in uninterruptible sleep) after this long; the
 # kernel still delivers the pending SIGKILL once they wake up.
@@ -157,55 +159,6 @@ def _kill_tree(main_pid: int) -> tuple[int, dict[int, int]]:
         time.sleep(0.001)  # let the SIGKILLed processes die before reaping them
 
 
-def _kill_uid(uid: int, gid: int) -> tuple[int, dict[int, int]]:
-    """The ``uid`` level's cleanup: end every process of the run's own uid, then reap.
-
-    A killer forked from us drops to the run's uid and sends ``kill(-1, SIGKILL)`` (every
-    process it may signal: those of its uid, wherever they are, ``setsid`` daemons included)
-    until none is left. kill(-1) cannot say so (it counts every process it looked at), so the
-    killer asks the kernel's per-uid count instead: with ``RLIMIT_NPROC`` at 2 its fork
-    succeeds only when it is the uid's last process. We are a subreaper, so the orphans come
-    to us and are reaped here meanwhile (a zombie still counts). Returns (processes reaped
-    besides the killer, wait statuses).
-    """
-    killer = os.fork()
-    if killer == 0:  # pragma: no cover - the killer
-        code = 1
-        try:
-            _drop_privileges(uid, gid)
-            resource.setrlimit(resource.RLIMIT_NPROC, (2, 2))
-            give_up = time.monotonic() + _CLEANUP_GIVE_UP_S
-            while time.monotonic() < give_up:
-                os.kill(-1, _signal.SIGKILL)
-                try:
-                    probe = os.fork()
-                except BlockingIOError:  # EAGAIN: a process of the uid is still there
-                    time.sleep(0.0005)
-                    continue
-                if probe == 0:
-                    os._exit(0)
-                os.waitpid(probe, 0)
-                code = 0
-                break
-        finally:
-            os._exit(code)
-    statuses: dict[int, int] = {}
-    give_up = time.monotonic() + _CLEANUP_GIVE_UP_S + 1
-    while time.monotonic() < give_up:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            break
-        if pid:
-            statuses[pid] = status
-        elif killer in statuses:
-            break  # none of the uid is left; what remains of our children is not the run's
-        else:
-            time.sleep(0.001)
-    statuses.pop(killer, None)
-    return len(statuses), statuses
-
-
 def _drop_privileges(uid: int, gid: int) -> None:
     """Become the run's own uid and gid, with no supplementary group (the script's process,
     just before exec). From root only; a non-root grader passes -1 and keeps its uid."""
@@ -235,16 +188,47 @@ def _new_session_keyring() -> None:
             raise OSError(err, f"keyctl(JOIN_SESSION_KEYRING): {os.strerror(err)}")
 
 
+_KEYCTL_CLEAR = 7
+# The uid's own keyrings: they belong to the uid, not to a process, and outlive every run.
+_KEY_SPEC_USER_KEYRING, _KEY_SPEC_USER_SESSION_KEYRING = -4, -5
+
+
+def _clear_user_keyrings() -> None:
+    """Empty the user and user-session keyrings of our uid (the run's, at ``uid``). They are
+    the uid's, kept by the kernel for as long as the user namespace lives (the host's: for
+    good), so a key one run put there would be found by the next grade whose run has that uid
+    (``security/keys/process_keys.c:look_up_user_keyrings``, torvalds/linux v6.12); at
+    ``bubblewrap`` each run's user namespace has keyrings of its own."""
+    number = _SYS_KEYCTL.get(os.uname().machine)
+    if number is None:
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    for ring in (_KEY_SPEC_USER_KEYRING, _KEY_SPEC_USER_SESSION_KEYRING):
+        libc.syscall(number, _KEYCTL_CLEAR, ring)  # refused (seccomp): nobody can add either
+
+
+class _SetupFailed(Exception):
+    """The run's namespaces or view could not be made (ours to fix, not the script's)."""
+
+
 def _spawn(request: _Request, reaper_pid: int, extra_fd: tuple[int, int] | None) -> int:
-    """Fork and exec the script in a new session, stdin on /dev/null; raise OSError if exec fails.
+    """Fork and exec the script in a new session, stdin on /dev/null; raise OSError if exec
+    fails, :class:`_SetupFailed` if its namespaces could not be made.
 
     Before exec the child sets its rlimits, joins a new session keyring and becomes the run's
     own uid (when given one): everything the script starts is capped, and none of it is the
     grader. ``extra_fd`` is ``(fd, number)``: ``fd`` is handed to the script as descriptor
     ``number`` (bubblewrap's status pipe). A hand-written fork/exec: see the module docstring.
+
+    At the ``uid`` level (``request.cleanup == "ns"``) the child is the init of the run's pid
+    namespace (:mod:`gpushare.sandbox.namespaces`; the caller made it the namespace of our
+    children): still root, it makes the run's other namespaces, then forks the script and
+    waits for it; it ends with the script, and the kernel ends the rest of the namespace.
     """
     argv, env = request.argv, request.env
+    namespaced = request.cleanup == "ns"
     err_r, err_w = os.pipe()  # close-on-exec: EOF without data means exec succeeded
+    life_r, life_w = os.pipe() if namespaced else (-1, -1)  # EOF: the reaper is gone
     pid = os.fork()
     if pid == 0:  # pragma: no cover - child, replaced by exec
         try:
@@ -264,13 +248,34 @@ def _spawn(request: _Request, reaper_pid: int, extra_fd: tuple[int, int] | None)
             for sig in (_signal.SIGPIPE, _signal.SIGXFSZ, _signal.SIGCHLD, *_ABORT_SIGNALS):
                 _signal.signal(sig, _signal.SIG_DFL)
             _signal.pthread_sigmask(_signal.SIG_SETMASK, ())
+            parent = reaper_pid
+            if namespaced:
+                os.close(life_w)
+                try:
+                    _enter_namespaces(request)
+                except OSError as exc:
+                    os.write(err_w, b"!" + str(exc).encode())
+                    os._exit(_EXEC_FAILED)
+                _prctl(_PR_SET_PDEATHSIG, _signal.SIGKILL)
+                if select.select([life_r], [], [], 0)[0]:  # the reaper died before that
+                    os._exit(_EXEC_FAILED)
+                script = os.fork()
+                if script != 0:
+                    os.close(err_w)  # the script's copy alone says whether exec worked
+                    _init(script, request.uid, request.gid)
+                parent = 1  # the script's parent: our init, pid 1 of the run's namespace
             os.setsid()
             # Dies with the reaper even if the reaper is SIGKILLed (kept across exec, not across
             # the uid change: set after it).
             _drop_privileges(request.uid, request.gid)
             _new_session_keyring()
+            if namespaced:
+                _clear_user_keyrings()  # what a run of a killed grade may have left
+                # a setuid or setgid file it finds (or plants) gives nothing (bubblewrap sets
+                # the same in its own sandbox)
+                _prctl(_PR_SET_NO_NEW_PRIVS, 1)
             _prctl(_PR_SET_PDEATHSIG, _signal.SIGKILL)
-            if os.getppid() != reaper_pid:
+            if os.getppid() != parent:
                 os._exit(_EXEC_FAILED)
             devnull = os.open(os.devnull, os.O_RDONLY)
             os.dup2(devnull, 0)  # also drops the control pipe, which was our stdin
@@ -282,13 +287,46 @@ def _spawn(request: _Request, reaper_pid: int, extra_fd: tuple[int, int] | None)
             os.write(err_w, b"0")
         os._exit(_EXEC_FAILED)
     os.close(err_w)
+    if namespaced:
+        os.close(life_r)  # life_w stays open in us until we exit
     with open(err_r, "rb") as fh:
         data = fh.read()
     if data:
         os.waitpid(pid, 0)
+        if data.startswith(b"!"):
+            raise _SetupFailed(data[1:].decode("utf-8", "replace"))
         err = int(data) if data.isdigit() else 0
         raise OSError(err, os.strerror(err) if err else "cannot start", argv[0])
     return pid
+
+
+def _enter_namespaces(request: _Request) -> None:
+    """In the run's init (pid 1 of its namespace, root): the run's own mount, IPC, network, UTS
+    and cgroup namespaces, and its view of the filesystem (:func:`gpushare.sandbox.view.build`)."""
+    _ns.unshare(_ns.OWN)
+    _ns.sethostname(_ns.HOSTNAME)
+    root, *binds = (os.fsdecode(entry) for entry in request.view)
+    pairs = list(zip(binds[0::2], binds[1::2], strict=True))
+    _view.build(root, pairs, os.fsdecode(request.cwd))
+
+
+def _init(script: int, uid: int, gid: int) -> None:  # pragma: no cover - the run's init
+    """Wait for ``script``, reaping every orphan of the namespace meanwhile, empty the keyrings
+    of the run's uid, and exit as the script did (``128 + N`` for death by signal N, as a shell
+    and bubblewrap's init say it): the kernel then kills whatever is left in the namespace.
+    Never returns."""
+    while True:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            os._exit(_EXEC_FAILED)
+        if pid == script:
+            code = os.waitstatus_to_exitcode(status)
+            try:
+                _drop_privileges(uid, gid)  # the run's keyrings are addressed as the run's uid
+                _clear_user_keyrings()
+            finally:
+                os._exit(128 - code if code < 0 else code)
 
 
 def _wait_for_script(pid: int, deadline: float, ctl_fd: int, wake_fd: int) -> str:
@@ -395,8 +433,10 @@ def _run(request: _Request, start: float, wake_r: int) -> int:
 
     The end is the level's own (``request.cleanup``): ``pidns``, bubblewrap's pid namespace,
     ended with its first process (killed if need be; ``--die-with-parent`` takes the rest);
-    ``uid``, every process of the run's uid (:func:`_kill_uid`); ``tree``, every descendant of
-    ours, found in /proc (:func:`_kill_tree`: the unisolated level).
+    ``ns``, the ``uid`` level's pid namespace, made here for our child, its init (killed if
+    need be: the kernel kills the rest before that init's end is reported, so nothing of the
+    run is left once it is reaped); ``tree``, every descendant of ours, found in /proc
+    (:func:`_kill_tree`: the unisolated level).
     """
     status_fd = request.status_fd
     json_r = json_w = -1
@@ -405,10 +445,18 @@ def _run(request: _Request, start: float, wake_r: int) -> int:
         os.set_blocking(json_r, False)
     try:
         try:
+            if request.cleanup == "ns":  # our next child is pid 1 of a namespace of its own
+                _ns.unshare(_ns.FOR_CHILDREN)
             pid = _spawn(
                 request, os.getpid(), (json_w, request.status_fd_number) if json_w >= 0 else None
             )
+        except _SetupFailed as exc:
+            _report(status_fd, f"error the uid level's namespaces: {exc}")
+            return 0
         except OSError as exc:
+            if request.cleanup == "ns" and exc.filename is None:  # unshare, not exec
+                _report(status_fd, f"error the uid level's namespaces: {exc}")
+                return 0
             _report(status_fd, f"exec {exc.errno or 0}")
             return 0
         finally:
@@ -420,10 +468,7 @@ def _run(request: _Request, start: float, wake_r: int) -> int:
             _signal.signal(sig, _signal.SIG_IGN)
         if outcome != "exit":
             os.kill(pid, _signal.SIGKILL)  # our unreaped child: its pid cannot have been reused
-        if request.cleanup == "uid":
-            leftovers, statuses = _kill_uid(request.uid, request.gid)
-            leftovers -= pid in statuses
-        elif request.cleanup == "pidns":
+        if request.cleanup in ("pidns", "ns"):
             leftovers, statuses = 0, {pid: os.waitpid(pid, 0)[1]}
         else:
             leftovers, statuses = _kill_tree(pid)
@@ -463,8 +508,10 @@ class _Request:
 
     Fields: ``run``, timeout, cwd, limits (:meth:`gpushare.sandbox.limits.Limits.encode`), the
     descriptor number on which the command (bubblewrap) wants a status pipe or empty, the
-    cleanup (``pidns``, ``uid`` or ``tree``), the run's uid and gid (-1: the grader's), argc,
-    argv..., then ``KEY=VALUE`` environment entries. Descriptors: control pipe (read end),
+    cleanup (``pidns``, ``ns`` or ``tree``), the run's uid and gid (-1: the grader's), argc,
+    argv..., the count of the view's entries and the entries (at ``ns``: the folder the run's
+    root is built on, then source and destination of each read-only bind), then ``KEY=VALUE``
+    environment entries. Descriptors: control pipe (read end),
     stdout and stderr pipes, status pipe (write ends).
     """
 
@@ -483,17 +530,19 @@ class _Request:
             raise ValueError("malformed request")
         self.cleanup = fields[5].decode()
         self.uid, self.gid = int(fields[6]), int(fields[7])
-        if self.cleanup not in ("pidns", "uid", "tree") or (
-            self.cleanup == "uid" and self.uid <= 0
-        ):
+        if self.cleanup not in ("pidns", "ns", "tree") or (self.cleanup == "ns" and self.uid <= 0):
             raise ValueError("malformed request")
         # RLIMIT_NPROC counts per uid: set here only when the uid is the run's own.
         self.own_uid = self.uid > 0
         argc = int(fields[8])
         self.argv = fields[9 : 9 + argc]
-        self.env = dict(entry.split(b"=", 1) for entry in fields[9 + argc :] if entry)
-        if len(self.argv) != argc or not argc:
+        if len(self.argv) != argc or not argc or len(fields) < 10 + argc:
             raise ValueError("malformed request")
+        count = int(fields[9 + argc])
+        self.view = fields[10 + argc : 10 + argc + count]
+        if len(self.view) != count or (self.cleanup == "ns") != (count % 2 == 1):
+            raise ValueError("malformed request")
+        self.env = dict(entry.split(b"=", 1) for entry in fields[10 + argc + count :] if entry)
 
 
 def _received_fds(ancdata: list[tuple[int, int, bytes]]) -> list[int]:

@@ -42,24 +42,23 @@ import errno
 import math
 import os
 import select
-import shutil
 import signal
 import socket
 import stat
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 
-from gpushare.sandbox import ids, levels, reaper, runtime
+from gpushare.sandbox import reaper, runtime
 from gpushare.sandbox.errors import SandboxError as SandboxError  # raised to the graders
 from gpushare.sandbox.ids import Slot
 from gpushare.sandbox.isolation import SCRATCH, environment
-from gpushare.sandbox.levels import NO_SANDBOX, Sandbox
+from gpushare.sandbox.levels import NO_SANDBOX, Level, Sandbox
 from gpushare.sandbox.limits import DEFAULT_LIMITS, Limits
+from gpushare.sandbox.staging import Stage
 
 # Where the ``gpushare`` package lives, for the master's ``sys.path`` (``-I`` leaves it out).
 _PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -81,9 +80,6 @@ _MASTER_EXIT_S = 5.0
 _MAX_FD = os.sysconf("SC_OPEN_MAX")
 # The descriptor on which bubblewrap writes its status (a pipe the reaper reads).
 _BWRAP_STATUS_FD = 3
-
-# World-writable folders a run at the ``uid`` level could leave files in: emptied of its files.
-_SHARED_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
 
 
 @dataclass
@@ -259,7 +255,7 @@ class Supervisor:
             raise ValueError(f"start must be auto, fork or spawn, not {start!r}")
         if start != "fork" and not sys.executable:
             raise SandboxError("no Python interpreter path (sys.executable) to run the supervisor")
-        self._stage = _Stage(self.sandbox) if self.sandbox.own_uid else None
+        self._stage = Stage(self.sandbox) if self.sandbox.own_uid else None
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self._proc = _Master(theirs.fileno(), start)
@@ -338,9 +334,8 @@ class Supervisor:
         level = self.sandbox.level
         uid = gid = -1
         status_fd = None
-        shown: list[tuple[str, str]] = []  # (path the script saw, the grader's path)
-        home = ""
-        if level != "none":
+        view: list[str] = []
+        if level is not Level.NONE:
             problem = _exec_problem(argv[0], cwd)
             if problem is not None:
                 return Pending(argv, cwd, 0.0, 0.0, 0, [], error=problem)
@@ -353,35 +348,36 @@ class Supervisor:
             gid = slot.gid
             try:
                 pairs = self._stage.place(cwd, readable)
-                home = self._stage.home(uid) if level == "uid" else ""
             except OSError as exc:
                 slot.give(uid)
                 raise SandboxError(f"could not stage the run's files: {exc}") from None
         else:
             pairs = [(os.path.abspath(p), os.path.abspath(p)) for p in [cwd, *readable]]
-        run_cwd: Path | str = cwd
-        if level == "bubblewrap":
+        if level is Level.BUBBLEWRAP:
             assert self.sandbox.isolation is not None
             env = environment(self.sandbox.isolation.runtime, env, SCRATCH)
             argv = self.sandbox.isolation.command(
                 argv, cwd=os.fspath(cwd), binds=pairs, status_fd=_BWRAP_STATUS_FD
             )
             status_fd = _BWRAP_STATUS_FD
-        elif level == "uid":
-            env = environment(runtime.find(), env, home)
-            staged = {original: copy for copy, original in pairs}
-            argv = [_restaged(arg, staged) for arg in argv]
-            run_cwd = staged[os.path.abspath(cwd)]
-            shown = [(copy, original) for copy, original in pairs if copy != original]
-        cleanup = {"bubblewrap": "pidns", "uid": "uid"}.get(level, "tree")
+        elif level is Level.UID:
+            assert self._stage is not None
+            found = runtime.find()
+            env = environment(found, env, SCRATCH)
+            shown = [] if found.home.startswith("/usr/") else [(found.home, found.home)]
+            view = [self._stage.view_root]
+            for source, dest in [*shown, *pairs]:
+                view += [source, dest]
+        cleanup = {Level.BUBBLEWRAP: "pidns", Level.UID: "ns"}.get(level, "tree")
         request = _encode_request(
             argv,
-            run_cwd,
+            cwd,
             timeout,
             os.environ if env is None else env,
             self.limits,
             status_fd,
             (cleanup, uid, gid),
+            view,
         )
         start = time.monotonic()
         out_r, out_w = os.pipe()
@@ -407,196 +403,21 @@ class Supervisor:
         finally:
             for fd in (out_w, err_w, st_w, ctl_r):
                 os.close(fd)
-        done = _Done(self._stage.slot, uid, home, shown) if self._stage is not None else None
+        done = _Done(self._stage.slot, uid) if self._stage is not None else None
         return Pending(
-            argv, cwd, start, start + timeout, output_cap, ours, isolation=level, done=done
+            argv, cwd, start, start + timeout, output_cap, ours, isolation=level.value, done=done
         )
 
 
-def _restaged(arg: str, staged: dict[str, str]) -> str:
-    """``arg`` with a path of the grader's replaced by its staged copy (the ``uid`` level)."""
-    for original, copy in staged.items():
-        if arg == original or arg.startswith(original.rstrip("/") + "/"):
-            return copy + arg[len(original) :]
-    return arg
-
-
-class _Stage:
-    """What runs with a uid of their own may read, copied where only their grade's gid can:
-    ``<stage>/work-N`` (a folder the script runs in) and ``<stage>/in-N`` (a file it is
-    given), in a folder of mode 0750 owned by the grader and the slot's gid; modes made
-    0640/0750 so that the gid reads (and executes) what the grader could. At ``uid`` each run
-    also gets a home of its own (0700, its uid), removed with the run."""
-
-    def __init__(self, sandbox: Sandbox) -> None:
-        if sandbox.level == "uid":
-            levels.protect_once()
-        try:
-            self.slot = ids.allocate()
-        except OSError as exc:
-            raise SandboxError(f"no uid for the runs: {exc}") from None
-        _sweep(self.slot.gid)
-        try:
-            self.root = tempfile.mkdtemp(prefix=_STAGE_PREFIX, dir="/tmp")
-            os.chown(self.root, -1, self.slot.gid)
-            os.chmod(self.root, 0o750)
-        except OSError:
-            self.slot.close()
-            raise
-        self._copies: dict[tuple[str, tuple[tuple[str, int, int, int], ...]], str] = {}
-        self._count = 0
-        self._mutex = threading.Lock()
-
-    def place(self, cwd: Path, readable: Sequence[Path]) -> list[tuple[str, str]]:
-        """(staged copy, grader's path) of ``cwd`` (copied once a grade) and of ``readable``."""
-        pairs = []
-        for path in [cwd, *readable]:
-            original = os.path.abspath(os.fspath(path))
-            with self._mutex:
-                key = (original, _signature(original)) if path is cwd else None
-                copy = self._copies.get(key) if key else None
-                if copy is None:
-                    self._count += 1
-                    top = os.path.join(
-                        self.root, f"{'work' if path is cwd else 'in'}-{self._count}"
-                    )
-                    copy = _copy_bounded(original, top, self.root, self.slot.gid)
-                    if key:
-                        self._copies[key] = copy
-            pairs.append((copy, original))
-        return pairs
-
-    def home(self, uid: int) -> str:
-        path = os.path.join(self.root, f"home-{uid}")
-        shutil.rmtree(path, ignore_errors=True)
-        os.mkdir(path, 0o700)
-        os.chown(path, uid, self.slot.gid)
-        return path
-
-    def close(self) -> None:
-        shutil.rmtree(self.root, ignore_errors=True)
-        self.slot.close()
-
-
-_STAGE_PREFIX = "gpushare-stage-"
-
-
-def _sweep(gid: int) -> None:
-    """Remove the staging folders that dead grades left with this slot's gid.
-
-    A grade killed mid-run (a class worker SIGKILLed past its deadline) cannot remove its own,
-    and at ``uid`` the scripts of the next grade with this slot run with this gid and see the
-    host's ``/tmp``: they could read the learner's copies in it. The slot is locked by us, so no
-    grade alive has a folder of its gid.
-    """
-    try:
-        entries = list(os.scandir("/tmp"))
-    except OSError:
-        return
-    for entry in entries:
-        if not entry.name.startswith(_STAGE_PREFIX):
-            continue
-        try:
-            st = entry.stat(follow_symlinks=False)
-        except OSError:
-            continue
-        if stat.S_ISDIR(st.st_mode) and st.st_gid == gid and st.st_uid == os.geteuid():
-            shutil.rmtree(entry.path, ignore_errors=True)
-
-
-def _signature(folder: str) -> tuple[tuple[str, int, int, int], ...]:
-    """What a staged copy of ``folder`` is still good for: every entry's path, size, mode and
-    modification time (the runs of one grade share one copy; a folder changed is copied
-    again)."""
-    found = []
-    for count, (directory, dirs, files) in enumerate(os.walk(folder)):
-        if count > _STAGE_FILES:
-            break
-        for name in files + dirs:
-            path = os.path.join(directory, name)
-            with contextlib.suppress(OSError):
-                st = os.lstat(path)
-                found.append((path, st.st_size, st.st_mode, st.st_mtime_ns))
-    return tuple(found)
-
-
-_STAGE_FILES = 10_000
-_STAGE_BYTES = 64 * 1024 * 1024
-
-
-def _copy_bounded(source: str, top: str, stage: str, gid: int) -> str:
-    """Copy ``source`` (a folder, or a file: into ``top``) for the run; its path in the copy.
-    Regular files, folders and symlinks (as links) only, at most :data:`_STAGE_FILES` entries
-    and :data:`_STAGE_BYTES`; never the stage itself (a folder holding it). ``gid`` may read
-    the copy (and execute where anyone could), others nothing."""
-    if not os.path.isdir(source):
-        os.mkdir(top)
-        _give(top, gid, True)
-        dest = os.path.join(top, os.path.basename(source))
-        shutil.copyfile(source, dest)
-        _give(dest, gid, bool(os.stat(source).st_mode & 0o111))
-        return dest
-    if (stage + "/").startswith(source.rstrip("/") + "/"):
-        raise OSError(errno.EINVAL, "the folder holds the sandbox's own staging folder", source)
-    count = size = 0
-    for directory, dirs, files in os.walk(source):
-        rel = os.path.relpath(directory, source)
-        folder = os.path.normpath(os.path.join(top, rel))
-        os.mkdir(folder)
-        _give(folder, gid, True)
-        for name in sorted(files) + [d for d in dirs if os.path.islink(os.path.join(directory, d))]:
-            src, dest = (
-                os.path.join(directory, name),
-                os.path.normpath(os.path.join(top, rel, name)),
-            )
-            count += 1
-            st = os.lstat(src)
-            if stat.S_ISLNK(st.st_mode):
-                os.symlink(os.readlink(src), dest)
-            elif stat.S_ISREG(st.st_mode):
-                size += st.st_size
-                if size > _STAGE_BYTES:
-                    raise OSError(errno.EFBIG, "more than 64 MiB to stage", source)
-                shutil.copyfile(src, dest)
-                _give(dest, gid, bool(st.st_mode & 0o111))
-            if count > _STAGE_FILES:
-                raise OSError(errno.EFBIG, "more than 10,000 files to stage", source)
-        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(directory, d))]
-    return top
-
-
-def _give(path: str, gid: int, executable: bool) -> None:
-    """A folder or file of the copy to ``gid``, nothing to others: 0750, or 0640 for a file
-    nobody could execute."""
-    os.chown(path, -1, gid)
-    os.chmod(path, 0o750 if executable else 0o640)
-
-
 class _Done:
-    """What a run with a uid of its own gives back once it is over: the uid, its home, the
-    files it left in the world-writable folders, and its staged paths in its output."""
+    """What a run with a uid of its own gives back once it is over: the uid (nothing else of
+    the run is left: it ended with its namespaces)."""
 
-    def __init__(self, slot: Slot, uid: int, home: str, shown: list[tuple[str, str]]) -> None:
-        self.slot, self.uid, self.home, self.shown = slot, uid, home, shown
+    def __init__(self, slot: Slot, uid: int) -> None:
+        self.slot, self.uid = slot, uid
 
     def release(self) -> None:
-        if self.home:
-            shutil.rmtree(self.home, ignore_errors=True)
-            for directory in _SHARED_DIRS:
-                with contextlib.suppress(OSError), os.scandir(directory) as entries:
-                    for entry in entries:
-                        with contextlib.suppress(OSError):
-                            if entry.stat(follow_symlinks=False).st_uid == self.uid:
-                                if entry.is_dir(follow_symlinks=False):
-                                    shutil.rmtree(entry.path, ignore_errors=True)
-                                else:
-                                    os.unlink(entry.path)
         self.slot.give(self.uid)
-
-    def as_shown(self, text: str) -> str:
-        for copy, original in self.shown:
-            text = text.replace(copy, original)
-        return text
 
 
 def _exec_problem(path: str, cwd: Path) -> OSError | None:
@@ -657,7 +478,6 @@ class Pending:
             done = None  # the reaper did not end it: its uid is not given to another run
         if done is not None:
             done.release()
-            out, err = (done.as_shown(x.decode("utf-8", "replace")).encode() for x in (out, err))
 
         script_pid = None
         for line in status.decode("utf-8", "replace").splitlines():
@@ -737,6 +557,7 @@ def _encode_request(
     limits: Limits,
     status_fd: int | None,
     who: tuple[str, int, int] = ("tree", -1, -1),
+    view: Sequence[str] = (),
 ) -> bytes:
     """The master's wire format (see ``_Request``), refusing what execve could not take."""
     entries = []
@@ -758,7 +579,12 @@ def _encode_request(
         str(who[2]).encode(),
         str(len(argv)).encode(),
     ]
-    return b"\0".join([*fields, *map(os.fsencode, argv), *entries])
+    shown = [os.fsencode(entry) for entry in view]
+    if any(b"\0" in entry for entry in shown):
+        raise ValueError("a path of the view must not contain NUL characters")
+    return b"\0".join(
+        [*fields, *map(os.fsencode, argv), str(len(shown)).encode(), *shown, *entries]
+    )
 
 
 def _collect(

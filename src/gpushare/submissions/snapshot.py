@@ -147,7 +147,9 @@ def capture_workdir(root: Path) -> tuple[list[tuple[tarfile.TarInfo, bytes]], Js
     Walks without following links. A link that stays inside is kept as a link (its target
     made relative); one that leads out is recorded with where it leads, as
     :class:`~gpushare.submissions.workdir.Workdir` reports it; FIFOs, sockets and devices are
-    recorded as not regular; a file over the reader's cap by its size alone.
+    recorded as not regular; a file over the reader's cap by its size alone. Snapshot files
+    (``*.gpushare.tgz``) are left out: ``gpushare submit`` writes into the work dir, and each
+    submission holding all the earlier ones would double in size every time.
     """
     members: list[tuple[tarfile.TarInfo, bytes]] = []
     recorded: JsonObject = {}
@@ -185,6 +187,8 @@ def capture_workdir(root: Path) -> tuple[list[tuple[tarfile.TarInfo, bytes]], Js
                 members.append((info(rel, tarfile.DIRTYPE, st.st_mode), b""))
                 stack.append(rel)
             elif stat.S_ISREG(st.st_mode):
+                if entry.name.endswith(SUFFIX):  # an earlier submission: no grader reads it
+                    continue
                 if st.st_size > MAX_BYTES:
                     recorded[rel] = {"kind": "too_large", "size": st.st_size}
                     continue

@@ -19,7 +19,7 @@ from pathlib import Path
 import yaml
 
 from gpushare.data import Json, JsonObject
-from gpushare.feedback import T
+from gpushare.feedback import WORKDIR_ABSENT, T
 from gpushare.submissions import bounded
 
 MAX_BYTES = 1024 * 1024
@@ -92,6 +92,7 @@ class FileProblem:
     path: str
     problem: T
     line: int | None = None
+    cause: str | None = None  # the root it follows from (checks.CheckFailed's), if not the file
 
     @property
     def where(self) -> str:
@@ -168,6 +169,15 @@ class Workdir:
         self.root = root
         self.recorded = recorded or {}
         self._objects: dict[str, list[LineDict] | FileProblem] = {}
+        self._absent: bool | None = None
+
+    @property
+    def absent(self) -> bool:
+        """Whether the work dir itself is missing (or not a folder): a wrong ``--workdir`` or
+        ``WORKDIR=``, not a file the learner forgot. Looked at once per grade."""
+        if self._absent is None:
+            self._absent = not self.root.is_dir()
+        return self._absent
 
     def _recorded(self, rel: str) -> FileProblem | None:
         """The snapshot's record for ``rel`` or for a folder on its way (``k8s`` -> /tmp)."""
@@ -187,6 +197,8 @@ class Workdir:
         Only files inside the work dir count: a link that leads out of it is a problem here,
         as in a snapshot, which records such a link and never follows it.
         """
+        if self.absent:  # every file fails for that one reason, said once, first (the report)
+            return FileProblem(rel, T("workdir_absent", root=str(self.root)), cause=WORKDIR_ABSENT)
         p = self.root / rel
         recorded = self._recorded(rel)
         if recorded is not None:

@@ -1,7 +1,18 @@
-"""``gpushare class job``: the class grade on Kubernetes, printed as a procedure (a bash script).
+"""The class grade on Kubernetes, printed as a procedure (a bash script), for an operator.
 
-The procedure, in order, each step waiting for the one before (:func:`procedure`):
+Run from a checkout (where the images are built), with its venv::
 
+    .venv/bin/python -m deploy.job --image IMAGE --shards N --expect M > class-job.sh
+    .venv/bin/python -m deploy.job --image IMAGE --podman    # one machine, no Kubernetes
+
+It lives here, not in the package: no learner, instructor or grading pod runs it, and the
+grading image need not carry it. The procedure, in order, each step waiting for the one before
+(:func:`procedure`); run again, it applies the same objects (``kubectl apply``) and replaces
+what cannot be changed (an earlier run's Jobs and helper pods):
+
+0. the namespace, labelled with the Pod Security level its grading pods need (``privileged``:
+   the sandbox's ``Unconfined`` seccomp; ``restricted`` with ``--unsafe-no-sandbox``), then a
+   wait for its ``default`` service account (no pod is admitted before it exists);
 1. two claims, ReadWriteMany: the snapshots (filled in step 2, mounted read-only by the
    graders) and the results;
 2. a loader pod that mounts the snapshots claim; the script streams the local folder into it
@@ -11,7 +22,7 @@ The procedure, in order, each step waiting for the one before (:func:`procedure`
    :data:`READY_WAIT`), then runs ``class grade --expect N``, which refuses (exit 2) a folder
    that does not hold exactly the N snapshots the script counted; exit 2 fails the index at
    once (``podFailurePolicy``), anything else is retried once (``backoffLimitPerIndex``);
-4. the merge, a Job of one pod with a writable ``/tmp`` (matplotlib's cache);
+4. the merge, a Job of one pod with a writable ``/tmp``;
 5. a retriever pod that mounts the results read-only; the script streams ``class/`` out
    (grades.csv, report.html and every learner's results) and deletes the pod.
 
@@ -42,10 +53,13 @@ import argparse
 import json
 import shlex
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import yaml
 
+from deploy import pod
+from gpushare import version
 from gpushare.data import JsonObject
 from gpushare.submissions.snapshot import SUFFIX
 
@@ -252,7 +266,7 @@ def _helper_pod(
 
 def merge_job(args: argparse.Namespace, meta: JsonObject) -> JsonObject:
     """``class merge`` of every shard, named one by one (a missing shard is an error, not a
-    smaller class), with the writable ``/tmp`` and ``MPLCONFIGDIR`` matplotlib needs."""
+    smaller class), with a writable ``/tmp`` and ``HOME`` there (Python's own temporary files)."""
     memory = args.memory
     command = [
         "gpushare",
@@ -268,7 +282,6 @@ def merge_job(args: argparse.Namespace, meta: JsonObject) -> JsonObject:
             "image": args.image,
             "command": command,
             "env": [
-                {"name": "MPLCONFIGDIR", "value": "/tmp/matplotlib"},
                 {"name": "HOME", "value": "/tmp"},
                 {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
             ],
@@ -305,7 +318,7 @@ class Step:
 
 
 def procedure(args: argparse.Namespace) -> list[Step]:
-    """The whole procedure of ``class job``'s options: the objects of :func:`manifests`, then
+    """The whole procedure of the command's options: the objects of :func:`manifests`, then
     the pods and commands around them."""
     objects = manifests(
         image=args.image,
@@ -331,6 +344,15 @@ def procedure(args: argparse.Namespace) -> list[Step]:
     loader, merger, retriever = f"{name}-loader", f"{name}-merge", f"{name}-retriever"
     claims = objects[:-1]
     steps = [
+        Step(
+            f"0. The namespace, at Pod Security level {pod_security(args)!r} (its grading pods'"
+            " needs), and its default service account (no pod is admitted before it).",
+            [namespace_object(args)],
+            [
+                "for _ in $(seq 60); do k get serviceaccount default >/dev/null 2>&1 && break;"
+                " sleep 1; done",
+            ],
+        ),
         Step(
             "1. The claims: the snapshots (filled in step 2, read-only to the graders) and the "
             "results.",
@@ -382,6 +404,30 @@ def procedure(args: argparse.Namespace) -> list[Step]:
     return steps
 
 
+def pod_security(args: argparse.Namespace) -> str:
+    """The Pod Security level the grading pods need: ``privileged`` for the sandbox's
+    ``Unconfined`` seccomp (``baseline`` refuses it), ``restricted`` without the sandbox."""
+    return "restricted" if args.unsafe_no_sandbox else "privileged"
+
+
+def namespace_object(args: argparse.Namespace) -> JsonObject:
+    """The namespace of the procedure, its Pod Security level enforced (and pinned to the
+    latest policy, what the cluster's apiserver knows)."""
+    level = pod_security(args)
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": args.namespace,
+            "labels": {
+                "app.kubernetes.io/name": "gpushare-class",
+                "pod-security.kubernetes.io/enforce": level,
+                "pod-security.kubernetes.io/enforce-version": "latest",
+            },
+        },
+    }
+
+
 HEREDOC = "YAML"  # the delimiter of each step's objects (deploy/pod.py reads them back)
 
 
@@ -394,7 +440,7 @@ def _yaml(objects: list[JsonObject]) -> str:
 def render(steps: list[Step], args: argparse.Namespace, argv: str) -> str:
     """The procedure as a bash script: run it where kubectl reaches the cluster."""
     image, namespace, expect = args.image, args.namespace, args.expect
-    ns = f" --namespace {shlex.quote(namespace)}" if namespace else ""
+    ns = f" --namespace {shlex.quote(namespace)}"
     img = shlex.quote(image)
     lines = [
         "#!/usr/bin/env bash",
@@ -402,14 +448,16 @@ def render(steps: list[Step], args: argparse.Namespace, argv: str) -> str:
         "#",
         "# Run it where kubectl reaches the cluster, with the folder of the class's snapshots:",
         "#   bash class-job.sh SNAPSHOTS_DIR [OUT_DIR]      (OUT_DIR: default ./class)",
-        "# Each step waits for the one before; no pod grades before every snapshot is in.",
+        "# Each step waits for the one before; no pod grades before every snapshot is in. Run",
+        "# again, it applies the same objects and replaces the Jobs and pods of a run before.",
         "# Cluster needs (README, 'Beyond one machine'): Kubernetes 1.33+ (backoffLimitPerIndex",
-        "# GA; 1.29+ with it beta), a storage class with ReadWriteMany, Pod Security level",
-        "# 'privileged' for the grading pods (the sandbox's unconfined seccomp), 'restricted'",
-        "# enough for the others.",
+        "# GA; 1.29+ with it beta), a storage class with ReadWriteMany; the namespace (step 0)",
+        f"# at Pod Security level {pod_security(args)!r} for the grading pods, which lets this",
+        "# script create or label it.",
         "#",
-        "# 0. The image, once per gpushare release, from a checkout (not run by this script):",
-        f"#      podman build -t {img} -f Containerfile .",
+        "# The image, once per gpushare release, from a checkout at that release (not run by",
+        "# this script; its tag the version that `gpushare --version` prints):",
+        f"#      podman build -t {img} --build-arg VERSION={version()} -f Containerfile .",
         f"#      podman push {img}",
         "#    (podman login to the registry first if it asks; a private registry also needs an",
         "#    imagePullSecret in the namespace)",
@@ -445,9 +493,10 @@ def render(steps: list[Step], args: argparse.Namespace, argv: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def grade_args(args: argparse.Namespace) -> list[str]:
-    """The ``class grade`` options each pod runs with."""
-    out = ["--expect", str(args.expect), "--seed", str(args.seed)]
+def grade_args(args: argparse.Namespace, snapshots: str = SNAPSHOTS) -> list[str]:
+    """The ``class grade`` options each pod runs with (``snapshots``: where it mounts them)."""
+    out = ["--expect", str(args.expect)] if args.expect else []
+    out += ["--seed", str(args.seed)]
     out += ["--timeout", f"{args.timeout:g}"]
     out += ["--jobs", str(args.jobs or _cores(args.cpu))]
     if args.lang:
@@ -457,7 +506,7 @@ def grade_args(args: argparse.Namespace) -> list[str]:
     if args.deadline:
         out += ["--deadline", args.deadline]
     if args.roster:  # a file of the snapshots folder, copied in with it
-        out += ["--roster", f"{SNAPSHOTS}/{args.roster}"]
+        out += ["--roster", f"{snapshots}/{args.roster}"]
     return out
 
 
@@ -470,12 +519,152 @@ def _cores(cpu: str) -> int:
     return max(1, int(value))
 
 
-def run_cli(args: argparse.Namespace) -> int:
+# --------------------------------------------------------------------------- without Kubernetes
+
+SUBS, OUT = "/subs", "/out"  # the one-line run's two folders, in the container
+
+
+def standalone_spec(args: argparse.Namespace) -> JsonObject:
+    """The grading pod of :func:`manifests` as one container on one machine: the same security
+    settings and limits (the very objects, not a copy of them), ``class grade SUBS --out OUT``
+    with the class's options and no shard, the snapshots read-only, a scratch ``/tmp``."""
+    (job,) = manifests(
+        image=args.image,
+        shards=1,
+        claims=False,
+        cpu=args.cpu,
+        memory=args.memory,
+        grade_args=grade_args(args, SUBS),
+        unsafe_no_sandbox=args.unsafe_no_sandbox,
+    )
+    spec: JsonObject = job["spec"]["template"]["spec"]
+    container = spec["containers"][0]
+    options = container["command"][container["command"].index("--shard") + 2 :]
+    container["args"] = ["gpushare", "class", "grade", SUBS, "--out", OUT, *options]
+    del container["command"]
+    container["env"] = [e for e in container["env"] if e["name"] != INDEX]
+    container["volumeMounts"] = [
+        {"name": "snapshots", "mountPath": SUBS, "readOnly": True},
+        {"name": "results", "mountPath": OUT},
+        {"name": "tmp", "mountPath": "/tmp"},
+    ]
+    spec.pop("initContainers")  # nothing to wait for: the folder is there
+    return spec
+
+
+def podman_line(args: argparse.Namespace) -> str:
+    """``podman run`` of :func:`standalone_spec` (translated by :func:`deploy.pod.run_args`,
+    as ``make images`` runs the Job's pods), the folders ``./subs`` and ``./out``."""
+    argv = pod.run_args(
+        standalone_spec(args),
+        index=0,
+        image=args.image,
+        volumes={"snapshots": "$PWD/subs", "results": "$PWD/out"},
+    )
+    words = ["podman", "run"]
+    for arg in argv:  # "$PWD" left to the operator's shell, everything else quoted
+        words.append(f'"{arg}"' if arg.startswith("$PWD/") else shlex.quote(arg))
+    return " ".join(words)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m deploy.job",
+        description="Print the procedure (bash) that grades a class of snapshots on Kubernetes, "
+        "or with --podman the one container run that grades it on one machine.",
+    )
+    parser.add_argument(
+        "--podman",
+        action="store_true",
+        help="print one podman run instead: snapshots in ./subs, the class written to ./out "
+        "(mkdir out && chmod 777 out first: the container's user is none of this machine's)",
+    )
+    parser.add_argument(
+        "--image",
+        help="the grading image (Containerfile), tagged with the version; default with "
+        f"--podman: localhost/gpushare-grade:{version()}, what make images builds",
+    )
+    parser.add_argument("--shards", type=int, metavar="N", help="pods, one shard each")
+    parser.add_argument(
+        "--expect",
+        type=int,
+        metavar="N",
+        help="the number of snapshot files of the class: nothing is graded unless all are in",
+    )
+    parser.add_argument(
+        "--roster",
+        metavar="FILE",
+        help="CSV file,learner: whose each snapshot is; a path inside SNAPSHOTS_DIR",
+    )
+    parser.add_argument(
+        "--deadline", metavar="TIME", help="flag snapshots captured after this ISO 8601 time"
+    )
+    parser.add_argument("--name", default="gpushare-class", help="the Job's name")
+    parser.add_argument(
+        "--namespace",
+        default="gpushare",
+        help="namespace of the Job and its claims, created or labelled by step 0 (default "
+        "gpushare)",
+    )
+    parser.add_argument("--snapshots-claim", default="gpushare-snapshots", metavar="NAME")
+    parser.add_argument("--results-claim", default="gpushare-results", metavar="NAME")
+    parser.add_argument(
+        "--no-claims", action="store_true", help="the claims exist: print the Job alone"
+    )
+    parser.add_argument("--storage-class", help="storage class of the claims")
+    parser.add_argument("--snapshots-size", default="1Gi", metavar="SIZE")
+    parser.add_argument("--results-size", default="1Gi", metavar="SIZE")
+    parser.add_argument("--cpu", default="2", help="CPU request of a pod (default 2)")
+    parser.add_argument("--memory", default="2Gi", help="memory of a pod (default 2Gi)")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="base seed of the unseen cases, mixed with each snapshot's hash (default 0)",
+    )
+    parser.add_argument("--lang", help="language of feedback and report (default: zh)")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="time limit of one submission's grade (default 60)",
+    )
+    parser.add_argument(
+        "--jobs", type=int, metavar="N", help="grading processes (default: the CPU request)"
+    )
+    parser.add_argument(
+        "--all", action="store_true", help="every snapshot, not only each learner's latest"
+    )
+    parser.add_argument(
+        "--unsafe-no-sandbox",
+        action="store_true",
+        help="run learners' scripts without bubblewrap (only for trusted work)",
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.podman:
+        args.image = args.image or f"localhost/gpushare-grade:{version()}"
+        print(podman_line(args))
+        return 0
+    missing = [f"--{o}" for o in ("image", "shards", "expect") if getattr(args, o) is None]
+    if missing:
+        parser.error(f"the procedure needs {', '.join(missing)}")
     try:
         steps = procedure(args)
     except ValueError as exc:
-        print(f"gpushare: {exc}", file=sys.stderr)
+        print(f"deploy.job: {exc}", file=sys.stderr)
         return 2
-    argv = shlex.join(["gpushare", *sys.argv[1:]]) if sys.argv[1:2] == ["class"] else "gpushare"
-    sys.stdout.write(render(steps, args, argv))
+    argv_said = shlex.join(
+        ["python", "-m", "deploy.job", *(sys.argv[1:] if argv is None else argv)]
+    )
+    sys.stdout.write(render(steps, args, argv_said))
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
