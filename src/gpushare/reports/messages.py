@@ -287,6 +287,9 @@ def labelled(key: str, value: str, lang: str) -> str:
     return f"{label(key, lang)}{label('sep', lang)}{value}"
 
 
+_SENTENCE_ENDS = (".", "?", "!", "。", "？", "！", "다", "요")
+
+
 def render(
     number: str,
     failure: Failure | CheckFailed,
@@ -303,10 +306,13 @@ def render(
         failure = failure.failure
     if root is not None:
         check, cause = root
-        if cause.problem is None:  # the root says what it found, under its title
-            return render_value(T("follows_check", check=check, title=title(check, lang)), lang)
-        why = render_value(cause.problem, lang)
-        return render_value(T("follows_from", check=check, why=why), lang)
+        # the root's diagnosis in one sentence: its problem, else what it found when that is a
+        # sentence of its own ("sharing.timeSlcing (line 5): ... Did you mean ...?"), else its
+        # title (what it found is then a bare value: "absent")
+        why = render_value(cause.problem if cause.problem is not None else cause.found, lang)
+        if why.rstrip().endswith(_SENTENCE_ENDS):
+            return render_value(T("follows_from", check=check, why=why), lang)
+        return render_value(T("follows_check", check=check, title=title(check, lang)), lang)
     return render_failure(number, failure, lang)
 
 
