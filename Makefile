@@ -13,7 +13,7 @@ BIN     := $(VENV)/bin
 WORKDIR ?= /root/gpushare
 STAMP   := $(VENV)/.installed
 
-.PHONY: setup install test test-fast record demo lint grade submit up down reset status bench stress clean images
+.PHONY: setup install test test-fast record demo lint grade watch submit up down reset status bench stress clean images
 
 setup: install sandbox
 	$(BIN)/gpushare setup
@@ -62,8 +62,17 @@ lock:
 # whatever PATH holds (a version manager's shim costs 0.1 s a call)
 TESTENV := PATH="$(CURDIR)/$(BIN):$$PATH"
 
-test: setup
+test: setup test-tools
 	$(TESTENV) $(BIN)/python -m pytest tests
+
+# what only the tests use: tmux, the real terminal that `gpushare watch` is tested in
+# (tests/test_watch.py); installed where we can (root with apt-get), else that test says why
+.PHONY: test-tools
+test-tools:
+	@command -v tmux >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+		&& echo "installing tmux (apt-get)" && apt-get update -qq \
+		&& DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=120 \
+			tmux >/dev/null; } || echo "tmux is not installed: the watch test in a terminal is skipped"
 
 # the fast tier: no cluster, no control plane (graders on recorded lab states, every mutant and
 # alternative, and every test that needs no lab), on both cores; under a minute. The sandbox's
@@ -90,8 +99,8 @@ demo: install
 		--seed 7 --unsafe-no-sandbox
 
 lint: install
-	$(BIN)/ruff check src tests graders benchmarks deploy conftest.py
-	$(BIN)/ruff format --check src tests graders benchmarks deploy conftest.py
+	$(BIN)/ruff check src tests graders benchmarks deploy conftest.py examples/labs
+	$(BIN)/ruff format --check src tests graders benchmarks deploy conftest.py examples/labs
 	$(BIN)/mypy
 	@! grep -rnE 'type: ignore(\[[a-z-]+(, *[a-z-]+)*\])? *$$' src graders \
 		|| { echo 'lint: a `type: ignore` says why, in a comment after it'; exit 1; }
@@ -104,6 +113,11 @@ lint: install
 grade: install
 	@$(BIN)/gpushare grade --workdir $(WORKDIR) $(if $(STEP),--step $(STEP)) $(GRADE_ARGS) \
 		|| [ $$? -eq 1 ]
+
+# the steps graded live as the learner works (Ctrl-C to quit); like grade, it never starts,
+# creates or writes to the lab
+watch: install
+	@$(BIN)/gpushare watch --workdir $(WORKDIR)
 
 # hand in: one hashed file of the lab's objects and the work dir, written into the work dir
 # (LEARNER=id, else $GPUSHARE_LEARNER, else asked once; OUT=file|dir), and what to do with it
@@ -135,6 +149,7 @@ bench: setup
 	$(BIN)/python benchmarks/bench_lab.py
 	$(BIN)/python benchmarks/bench_grade.py
 	$(BIN)/python benchmarks/bench_class.py
+	$(TESTENV) $(BIN)/python benchmarks/bench_watch.py
 
 # reset-then-solve cycles, each checked 10 s later (issue 8); 200 for the proof, 20 in CI
 STRESS_CYCLES ?= 20

@@ -3,9 +3,17 @@
 from gpulab import CONFIGMAP_NAME, CONFIGMAP_NS, GPU, HINT_QUERIES, QUERIES, configs
 from gpulab.deviceplugin import NONE, shown
 from gpulab.rules import find_object, usable, where_cm
-from gpushare.grading.checks import T, Value, check, fail
-from gpushare.grading.labstate import LabState
-from gpushare.submissions.workdir import LineDict, Workdir, load_yaml_text, yaml_kind
+from gpushare.lab_api import (
+    LabState,
+    LineDict,
+    T,
+    Value,
+    Workdir,
+    check,
+    fail,
+    load_yaml_text,
+    yaml_kind,
+)
 
 READS, HINT_READS = QUERIES, HINT_QUERIES
 
@@ -91,7 +99,11 @@ def test_1_4_shared_refuses_multi_slice_requests(lab: LabState) -> None:
         node = method.fail_requests_node
         fail(
             expected=want,
-            found=T("quoted_value", text=f"failRequestsGreaterThanOne: {shown(node)}")
+            found=T(
+                "quoted_value",
+                text=f"failRequestsGreaterThanOne: {shown(node)}",
+                want=T("type_bool"),
+            )
             if shown(node).startswith('"')
             else f"failRequestsGreaterThanOne: {shown(node)}",
             where=where_cm("shared", line),

@@ -9,8 +9,7 @@ from gpulab.rules import (
     lab_node,
     node_advertises,
 )
-from gpushare.grading.checks import T, check, fail
-from gpushare.grading.labstate import LabState, quantity
+from gpushare.lab_api import LabState, T, check, fail, quantity
 
 READS, HINT_READS = QUERIES, HINT_QUERIES
 

@@ -10,8 +10,7 @@ from gpulab.rules import (
     lab_node,
     node_advertises,
 )
-from gpushare.grading.checks import T, check, fail
-from gpushare.grading.labstate import LabState
+from gpushare.lab_api import LabState, T, check, fail
 
 READS, HINT_READS = QUERIES, HINT_QUERIES
 

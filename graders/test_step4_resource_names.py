@@ -4,17 +4,22 @@ from typing import NoReturn
 
 from gpulab import GPU, HINT_QUERIES, QUERIES, namespaces_of_pod
 from gpulab.rules import MIG_NODE, MIG_PROFILE, asks_one, find_object, line_of, usable
-from gpushare.data import Json, JsonObject
-from gpushare.grading.checks import T, Value, check, fail
-from gpushare.grading.labstate import (
+from gpushare.lab_api import (
+    Json,
+    JsonObject,
     LabState,
+    LineDict,
+    T,
+    Value,
+    Workdir,
+    check,
     explain_scheduler,
+    fail,
     node_conditions,
     pending_reason,
     quantity,
     requested,
 )
-from gpushare.submissions.workdir import LineDict, Workdir
 
 READS, HINT_READS = QUERIES, HINT_QUERIES
 

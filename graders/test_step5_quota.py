@@ -6,10 +6,20 @@ from decimal import Decimal
 
 from gpulab import GPU, HINT_QUERIES, QUERIES, QUOTA_NAME, QUOTA_NS
 from gpulab.rules import asks_one, find_object, line_of, usable
-from gpushare.data import JsonObject
-from gpushare.grading.checks import CheckFailed, T, Value, check, fail
-from gpushare.grading.labstate import LabState, quantity, requested, show_quantity
-from gpushare.submissions.workdir import LineDict, Workdir
+from gpushare.lab_api import (
+    CheckFailed,
+    JsonObject,
+    LabState,
+    LineDict,
+    T,
+    Value,
+    Workdir,
+    check,
+    fail,
+    quantity,
+    requested,
+    show_quantity,
+)
 
 READS, HINT_READS = QUERIES, HINT_QUERIES
 

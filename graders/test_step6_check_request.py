@@ -10,7 +10,7 @@ from typing import NoReturn
 
 from gpulab import requestruns
 from gpulab.requestruns import SCRIPT, TIMEOUT_S, CaseRun, RequestRuns, stderr_tail
-from gpushare.grading.checks import T, check, fail
+from gpushare.lab_api import T, check, fail
 
 BACKGROUND = {"request_runs": requestruns.start}
 

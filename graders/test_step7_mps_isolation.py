@@ -2,9 +2,7 @@
 
 from gpulab import HINT_QUERIES, QUERIES, configs
 from gpulab.rules import ISOLATION, ISOLATION_VALUES, usable, where_cm
-from gpushare.grading.checks import T, check, fail
-from gpushare.grading.labstate import LabState
-from gpushare.submissions.workdir import Workdir
+from gpushare.lab_api import LabState, T, Workdir, check, fail
 
 READS, HINT_READS = QUERIES, HINT_QUERIES
 

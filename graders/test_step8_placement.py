@@ -2,6 +2,7 @@
 
 from gpulab import GPU, HINT_QUERIES, MIG_PREFIX, QUERIES, configs, namespaces_of_pod
 from gpulab.rules import (
+    MIG_NODE,
     PLACEMENT,
     dig,
     find_object,
@@ -10,18 +11,21 @@ from gpulab.rules import (
     show_yaml,
     usable,
 )
-from gpushare.data import JsonObject
-from gpushare.grading.checks import T, Value, check, fail
-from gpushare.grading.labstate import (
+from gpushare.lab_api import (
+    JsonObject,
     LabState,
+    T,
+    Value,
+    Workdir,
+    check,
     explain_scheduler,
+    fail,
     pending_reason,
     pod_resources,
     requested,
     selects_by_label,
     show_quantity,
 )
-from gpushare.submissions.workdir import Workdir
 
 READS, HINT_READS = QUERIES, HINT_QUERIES
 
@@ -29,6 +33,18 @@ FILE = "k8s/placement.yaml"
 OUT = "out/placement.txt"
 NS = "gpu-share"
 PODS = tuple(PLACEMENT)
+# what makes each workload's node its node: the role comes before the name, since choosing
+# the node from its role is what this step teaches (review 3, N33)
+ROLE = {
+    PLACEMENT["batch-train"]: "role_unshared",
+    PLACEMENT["notebook"]: "role_shared",
+    MIG_NODE: "role_mig",
+}
+
+
+def _node(node: str) -> T:
+    """A workload's node as its role and its name: "the unshared node (lab-node-0)"."""
+    return T("role_node", role=T(ROLE[node]), node=node)
 
 
 def _resource_problem(pod: JsonObject) -> tuple[Value, Value] | None:
@@ -77,7 +93,7 @@ def test_8_1_placement_file(lab: LabState, work: Workdir) -> None:
         chosen = sorted(n for n, labels in nodes.items() if selects_by_label(pod, labels))
         if selects_by_label(pod, {}) is None or chosen != [PLACEMENT[name]]:
             fail(
-                expected=T("selects_only", node=PLACEMENT[name]),
+                expected=T("selects_only", node=_node(PLACEMENT[name])),
                 found=_selection(pod, chosen),
                 where=line_of(pod, FILE, "spec"),
             )
@@ -143,7 +159,7 @@ def test_8_2_pods_on_the_right_nodes(lab: LabState) -> None:
             reason = pending_reason(pod) if not node else None
             found = T("on_node", node=node) if node else T("pending")
             fail(
-                expected=T("on_node", node=PLACEMENT[name]),
+                expected=T("on_workload_node", node=_node(PLACEMENT[name])),
                 found=[found, T("scheduler_says", message=explain_scheduler(reason))]
                 if reason
                 else found,

@@ -15,10 +15,10 @@ import os
 import shutil
 import stat
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpushare.labkit import Mutant
 from tests.helpers import kubectl
 
 
@@ -52,14 +52,6 @@ sys.exit(1 if over else 0)
 def script_variant(sides: str = '("limits", "requests")', limit: str = "1", loop: str = "") -> str:
     body = (loop or REFERENCE_LOOP).replace("SIDES", sides).replace("LIMIT", limit)
     return python_script(body)
-
-
-@dataclass(frozen=True)
-class Mutant:
-    id: str
-    fails: frozenset[str]
-    files: Callable[[Path], None] | None = None
-    cluster: Callable[[Any, Path], None] | None = None  # (lab, workdir); workdir is a copy
 
 
 def _m(id: str, fails: set[str], **kw: Any) -> Mutant:

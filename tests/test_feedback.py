@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from gpulab.requestruns import stderr_tail
-from gpulab.rules import show_yaml
+from gpushare.grading.objects import show_yaml
 from gpushare.reports import messages
 from gpushare.submissions.workdir import load_yaml_text
 from tests.feedback_cases import ALL, Outcome, all_cases, load, replay
@@ -258,6 +258,7 @@ def _fail_sites() -> set[tuple[str, int]]:
     files = [
         *sorted((ROOT / "graders").glob("test_step*.py")),
         ROOT / "graders/gpulab/rules.py",
+        ROOT / "src/gpushare/grading/objects.py",  # the generic readers the lab's checks call
     ]
     for path in files:
         for node in ast.walk(ast.parse(path.read_text())):
@@ -279,7 +280,13 @@ def test_every_failure_path_is_rendered(outcomes):
     missed = {}
     for name, line in sorted(_fail_sites() - reached):
         path = next(
-            p for p in [ROOT / "graders" / name, ROOT / "graders/gpulab" / name] if p.exists()
+            p
+            for p in [
+                ROOT / "graders" / name,
+                ROOT / "graders/gpulab" / name,
+                ROOT / "src/gpushare/grading" / name,
+            ]
+            if p.exists()
         )
         text = "\n".join(path.read_text().splitlines()[line - 1 : line + 2])
         if not any(marker in text for marker in UNREACHABLE):
@@ -421,7 +428,7 @@ def test_hints_say_where_the_lab_text_is_wrong_and_name_the_labels():
     """Review 6, 10: 3.2 says the lab's "A100 40GB" is wrong; 3.1 names both labels."""
     for lang, wrong in (("en", "slip"), ("zh", "有误"), ("ko", "잘못된 표기")):
         text = messages.hint("3.2", lang)
-        assert "A100 40GB" in text and wrong in text and "80 GB" in text, text
+        assert "A100 40GB" in text and wrong in text and "H100 80GB" in text, text
         text = messages.hint("3.1", lang)
         assert "nvidia.com/mig.strategy=mixed" in text and "nvidia.com/gpu.product" in text
 
@@ -503,6 +510,15 @@ def test_a_deleted_lab_node_asks_for_a_reset(outcomes):
         assert o.failures[number].problem.key == "lab_node_missing"
         for text in _render(o, number, "problem").values():
             assert node in text and "make reset" in text, text
+    # review 3, N1: a reset also puts every node's labels and status back to fresh, so the
+    # node patches of steps 2 and 3 are to be redone, not only the files applied again
+    redo = {
+        "en": "redo the node labels and status patches of steps 2 and 3",
+        "zh": "重做第 2、3 步的节点标签和 status patch",
+        "ko": "2·3단계의 노드 레이블과 status patch를 다시",
+    }
+    for lang, text in _render(o, "2.1", "problem").items():
+        assert redo[lang] in text, text
 
 
 def test_a_crash_is_called_a_crash(outcomes):
@@ -592,6 +608,11 @@ def test_8_2_hint_does_not_praise_more_gpus(outcomes):
         text = _render(o, "8.2")
         assert "fastest" not in text["en"] and "最快" not in text["zh"], text
         assert "가장 빠릅" not in text["ko"], text
+        # review 3, N2: "more is not faster" holds on the time-sliced node only; batch-train
+        # belongs on the unshared node, where two nvidia.com/gpu are two real GPUs
+        assert "On the time-sliced node more slices" in text["en"], text
+        assert "在 time-slicing 节点上多申请 slice" in text["zh"], text
+        assert "time-slicing 노드에서는 slice를 더 요청해도" in text["ko"], text
     # where the pod is on the wrong node, the check's own hint still applies
     o = _case(outcomes, "8.2 batch-train running on the shared node")
     assert o.failures["8.2"].hint is None
@@ -698,3 +719,29 @@ def test_2_4_never_reads_a_count_from_a_config_that_gives_none(outcomes):
         "valid: shared lists nvidia.com/gpu twice (2, then 4): the plugin uses 4",
     ):
         assert "2.4" not in _case(outcomes, case).failures, case
+
+
+def test_a_quoted_value_names_the_type_it_should_be(outcomes):
+    """Review 3, N21: replicas takes a whole number and failRequestsGreaterThanOne a boolean;
+    a quoted one says which, not "a number or a boolean"."""
+    replicas = _case(outcomes, "1.3 replicas quoted as '4'")
+    flag = _case(
+        outcomes,
+        "1.3 and 1.4: failRequestsGreaterThanOne quoted as 'true', which the plugin refuses",
+    )
+    assert "a whole number" in _render(replicas, "1.5", "found")["en"]
+    assert "true or false" in _render(flag, "1.4", "found")["en"]
+    assert "整数" in _render(replicas, "1.5", "found")["zh"]
+    assert "정수" in _render(replicas, "1.5", "found")["ko"]
+
+
+def test_step_8_names_a_nodes_role_before_its_name(outcomes):
+    """Review 3, N33: step 8 teaches choosing the node by its role; Expected says the role."""
+    o = _case(outcomes, "8.2 batch-train running on the shared node")
+    assert _render(o, "8.2", "expected") == {
+        "en": "on the unshared node (lab-node-0)",
+        "zh": "在不共享的节点（lab-node-0）上",
+        "ko": "공유하지 않는 노드(lab-node-0)에 있음",
+    }
+    o = _case(outcomes, "8.1 node affinity selecting two nodes")
+    assert "labels that select only the" in _render(o, "8.1", "expected")["en"]

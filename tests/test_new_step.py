@@ -18,7 +18,7 @@ from tests.helpers import MAX_SCORE, ROOT, kubectl
 
 TOY = '''"""Step 9 (a toy): lab-node-0 is still there and Ready."""
 
-from gpushare.grading.checks import T, check, fail
+from gpushare.lab_api import T, check, fail
 
 READS = {"node:lab-node-0": "/api/v1/nodes/lab-node-0"}
 

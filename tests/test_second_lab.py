@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from gpushare.lab import cluster
-from tests.helpers import ROOT
+from tests.helpers import ROOT, TEST_CLUSTER
 
 pytestmark = pytest.mark.lab  # it makes a lab of its own
 
@@ -28,6 +28,7 @@ LAB: dict[str, str] = {
     "pytest.ini": "[pytest]\naddopts = -p no:cacheprovider\n",
     "graders/lab.toml": textwrap.dedent(
         """\
+        default_lang = "zh"
         [nodes]
         names = ["tiny-node"]
         capacity = { cpu = "4", memory = "8Gi", pods = "10" }
@@ -41,7 +42,7 @@ LAB: dict[str, str] = {
         import tempfile
         from pathlib import Path
 
-        from gpushare.sandbox import supervisor
+        from gpushare.lab_api import Supervisor, check_runnable
 
         READS = {"colour": "/api/v1/namespaces/default/configmaps/colour"}
         SCRIPT = "bin/colour.sh"
@@ -54,10 +55,10 @@ LAB: dict[str, str] = {
                 self.tmp = Path(tempfile.mkdtemp(prefix="tinylab-"))
                 sample = self.tmp / "colour.txt"
                 shutil.copy(context.fixtures / "colour.txt", sample)
-                self.problem = supervisor.check_runnable(context.workdir / SCRIPT)
+                self.problem = check_runnable(context.workdir / SCRIPT)
                 self.result = None
                 if self.problem is None:
-                    with supervisor.Supervisor(sandbox=context.sandbox) as runner:
+                    with Supervisor(sandbox=context.sandbox) as runner:
                         self.result = runner.run(
                             [str((context.workdir / SCRIPT).absolute()), str(sample)],
                             cwd=context.workdir,
@@ -76,7 +77,7 @@ LAB: dict[str, str] = {
 
         from tinylab import READS, SCRIPT, ColourRun  # noqa: F401  (READS: what step 1 reads)
 
-        from gpushare.grading.checks import T, check, fail
+        from gpushare.lab_api import T, check, fail
 
         BACKGROUND = {"colour_run": ColourRun}
 
@@ -194,7 +195,7 @@ def _tests(results_json: Path) -> list[tuple[str, str, int, str]]:
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory: pytest.TempPathFactory):
     root = _write_lab(tmp_path_factory.mktemp("tinylab"))
-    name = f"gpushare-tiny-{os.getpid()}"
+    name = f"{TEST_CLUSTER}-tiny"  # this run's own, beside the GPU lab's
     up = _gpushare(root, "up", "--cluster", name)
     try:
         assert up.returncode == 0, up.stdout + up.stderr

@@ -3,7 +3,8 @@ reads from the cluster, its rules (:mod:`gpulab.rules`), the unseen cases of ste
 (:mod:`gpulab.requestcases`) and the learner's script runs (:mod:`gpulab.requestruns`).
 
 The engine (``src/gpushare``) knows none of it: it reads what the step modules declare
-(``READS``, ``HINT_READS``, ``dry_runs``, ``BACKGROUND``) and the nodes of ``lab.toml``.
+(``READS``, ``HINT_READS``, ``dry_runs``, ``BACKGROUND``) and ``lab.toml`` (the nodes, the kinds
+dry-run, the sandbox's PyYAML, the default language); the lab uses ``gpushare.lab_api`` only.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # step 6 imports this package before anything heavy: see BACKGROUND
-    from gpushare.grading.labstate import LabState
+    from gpushare.lab_api import LabState
 
 GPU = "nvidia.com/gpu"
 MIG_PREFIX = "nvidia.com/mig-"

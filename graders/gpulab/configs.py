@@ -25,8 +25,7 @@ from gpulab.deviceplugin import (
     shown,
 )
 from gpulab.rules import LAB_REPLICAS, PHYSICAL_GPUS, where_cm
-from gpushare.grading.checks import T, Value, fail
-from gpushare.grading.labstate import LabState
+from gpushare.lab_api import LabState, T, Value, fail
 
 
 def refused(key: str) -> str:
@@ -70,6 +69,10 @@ def the_refusal(read: Reading) -> Refusal | None:
     """What the plugin refuses in this config: its own reason, else a failure on the lab's
     GPU nodes (two whole GPUs each) that ``devices`` would cause."""
     return read.refusal or node_refusal(read, PHYSICAL_GPUS)
+
+
+# the lab's entry for nvidia.com/gpu, field by field (a tuple: names, shown "a, b" / "a、b")
+LAB_ENTRY = (f"name: {GPU}", f"replicas: {LAB_REPLICAS}")
 
 
 def refusal_found(read: Reading, refusal: Refusal) -> Value:
@@ -150,7 +153,7 @@ def gpu_entries(lab: LabState, key: str, method: Method) -> tuple[int | None, li
     """The entries of ``method`` for nvidia.com/gpu and their replicas (the largest of
     several); fails when none names nvidia.com/gpu, saying what it names instead."""
     replicas, entries = replicas_of(method, GPU)
-    expected = f"name: {GPU}, replicas: {LAB_REPLICAS}"
+    expected = LAB_ENTRY
     if not entries:
         broken = [r for r in method.resources if r.name is None]
         names = tuple(sorted({r.name for r in method.resources if r.name}))
@@ -193,15 +196,15 @@ def shares_gpu_four_ways(lab: LabState, key: str, read: Reading, method: Method)
         node = first.replicas_node
         if replicas is None and node is not None:
             value: Value = (
-                T("quoted_value", text=f"replicas: {shown(node)}")
+                T("quoted_value", text=f"replicas: {shown(node)}", want=T("type_int"))
                 if shown(node).startswith('"')
                 else f"replicas: {shown(node)}"
             )
         else:
             value = T("no_key", key="replicas") if replicas is None else f"replicas: {replicas}"
         fail(
-            expected=f"name: {GPU}, replicas: {LAB_REPLICAS}",
-            found=[f"name: {first.written}", value],
+            expected=LAB_ENTRY,
+            found=(f"name: {first.written}", value),  # fields, as LAB_ENTRY names them
             where=where_cm(key, first.line),
             cause=refused(key) if replicas is None and node is not None else None,
         )

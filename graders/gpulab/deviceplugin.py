@@ -39,8 +39,7 @@ from functools import lru_cache
 
 import yaml
 
-from gpushare.feedback import T
-from gpushare.submissions import bounded
+from gpushare.lab_api import T, yaml_first_node
 
 PREFIX = "nvidia.com"  # api/config/v1/consts.go ResourceNamePrefix
 SHARED_SUFFIX = ".shared"  # consts.go DefaultSharedResourceNameSuffix
@@ -347,7 +346,7 @@ def parse_yaml(text: str, first_line: int = 1) -> tuple[Node | None, bool]:
     plugin never sees the others). Raises :class:`Unreadable`."""
     loader_class = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        root, more = bounded.yaml_first_node(text, loader_class)
+        root, more = yaml_first_node(text, loader_class)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         what = " ".join(filter(None, [exc.context, exc.problem])) or "syntax error"

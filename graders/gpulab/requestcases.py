@@ -42,7 +42,7 @@ from pathlib import Path
 
 import yaml
 
-from gpushare.grading.checks import T
+from gpushare.lab_api import T
 
 GPU_KEY = "nvidia.com/gpu"
 NAMESPACE = "gpu-share"
@@ -499,10 +499,10 @@ def _build_over(rng: random.Random) -> _Draft:
         description=T(
             "case_over",
             docs=n_docs,
-            kinds=kinds,
+            kinds=tuple(kinds),
             doc=over_at + 1,
             count=len(containers),
-            containers=[_describe(c) for c in containers],
+            containers=tuple(_describe(c) for c in containers),
         ),
     )
 
@@ -537,7 +537,7 @@ def _build_passing(rng: random.Random) -> _Draft:
         manifest=text,
         intended_over=(),
         n_docs=n_docs,
-        description=T(shape, containers=[_describe(c) for c in [*ones, cpu_only]]),
+        description=T(shape, containers=tuple(_describe(c) for c in [*ones, cpu_only])),
     )
 
 

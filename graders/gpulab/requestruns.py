@@ -21,12 +21,20 @@ from typing import TYPE_CHECKING
 
 from gpulab import requestcases
 from gpulab.requestcases import Case
-from gpushare.grading.background import BackgroundError, Context
-from gpushare.grading.checks import WORKDIR_ABSENT, T
-from gpushare.sandbox import supervisor as sandbox
+from gpushare.lab_api import (
+    WORKDIR_ABSENT,
+    BackgroundError,
+    Context,
+    Pending,
+    RunResult,
+    SandboxError,
+    Supervisor,
+    T,
+    check_runnable,
+)
 
 if TYPE_CHECKING:
-    from gpushare.sandbox.levels import Sandbox
+    from gpushare.lab_api import Sandbox
 
 SCRIPT = "bin/check-request.sh"
 TIMEOUT_S = 5.0
@@ -71,7 +79,7 @@ class CaseRun:
     """One judged run: the case, what the script did, and the verdict (``reason`` a key)."""
 
     case: Case
-    result: sandbox.RunResult | None
+    result: RunResult | None
     error: str | None  # the script could not be executed at all (e.g. no shebang)
     passed: bool
     reason: str
@@ -80,9 +88,9 @@ class CaseRun:
 class _Job:
     """One submitted run, collected by a thread of its own (so output caps hold meanwhile)."""
 
-    def __init__(self, name: str, pending: sandbox.Pending | str) -> None:
+    def __init__(self, name: str, pending: Pending | str) -> None:
         self.name = name
-        self.outcome: sandbox.RunResult | str | None = pending if isinstance(pending, str) else None
+        self.outcome: RunResult | str | None = pending if isinstance(pending, str) else None
         self._thread: threading.Thread | None = None
         if not isinstance(pending, str):
             self._thread = threading.Thread(
@@ -90,15 +98,15 @@ class _Job:
             )
             self._thread.start()
 
-    def _collect(self, pending: sandbox.Pending) -> None:
+    def _collect(self, pending: Pending) -> None:
         try:
             self.outcome = pending.result()
         except OSError as exc:  # the script could not be executed (e.g. no shebang)
             self.outcome = exc.strerror or str(exc)
-        except sandbox.SandboxError as exc:
+        except SandboxError as exc:
             self.outcome = str(exc)
 
-    def wait(self) -> sandbox.RunResult | str:
+    def wait(self) -> RunResult | str:
         if self._thread is not None:
             self._thread.join()
         return self.outcome if self.outcome is not None else "no result"
@@ -120,14 +128,14 @@ class RequestRuns:
         self.shown_workdir = shown_workdir or str(workdir.absolute())
         self.seed = seed
         self.script = workdir / SCRIPT
-        self.problem = sandbox.check_runnable(self.script)
+        self.problem = check_runnable(self.script)
         # the script is missing because the whole work dir is: that root, not the script
         self.cause = WORKDIR_ABSENT if self.problem == "missing" and not workdir.is_dir() else None
         self.command = self._command()
         self.samples: list[Case] = []
         self.generated: list[Case] = []
         self._tmp = Path(tempfile.mkdtemp(prefix="gpushare-cases-"))  # only we can read it
-        self._supervisor: sandbox.Supervisor | None = None
+        self._supervisor: Supervisor | None = None
         self._supervisor_error = ""
         self._jobs: dict[str, _Job] = {}
 
@@ -186,8 +194,8 @@ class RequestRuns:
             # Started here, in the caller's thread: the supervisor ends with the thread that
             # started it.
             try:
-                self._supervisor = sandbox.Supervisor(sandbox=self.level)
-            except (OSError, sandbox.SandboxError) as exc:
+                self._supervisor = Supervisor(sandbox=self.level)
+            except (OSError, SandboxError) as exc:
                 self._supervisor_error = str(exc)  # each run reports it
             for stem in SAMPLES:
                 path = samples_dir / f"{stem}.yaml"
@@ -204,7 +212,7 @@ class RequestRuns:
         path = self._tmp / name / "manifest.yaml"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(manifest)
-        pending: sandbox.Pending | str
+        pending: Pending | str
         if self._supervisor is None:
             pending = f"the sandbox supervisor could not be started: {self._supervisor_error}"
         else:
@@ -216,7 +224,7 @@ class RequestRuns:
                     output_cap=OUTPUT_CAP,
                     readable=[path],  # in the sandbox: the manifest, and nothing else of ours
                 )
-            except sandbox.SandboxError as exc:
+            except SandboxError as exc:
                 pending = str(exc)
         self._jobs[name] = _Job(name, pending)
 
@@ -239,7 +247,7 @@ class RequestRuns:
             reason = "crashed"
         return CaseRun(case, outcome, None, passed, reason)
 
-    def _as_shown(self, outcome: sandbox.RunResult, name: str) -> None:
+    def _as_shown(self, outcome: RunResult, name: str) -> None:
         """Our private paths in what the script printed, as the learner knows them.
 
         A traceback names the manifest's path (in a private folder of this grade) and the

@@ -157,6 +157,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="colour the summary: auto (on a terminal, unless NO_COLOR is set), yes, no",
     )
 
+    p = sub.add_parser(
+        "watch",
+        help="grade the lab live: every step's state, updated within seconds of each change",
+        description="Grade the lab as you work: every step with its state and points, and the "
+        "failing checks of the step you are on, graded again within seconds of a change in the "
+        "cluster (the apiserver's watch) or in the work directory. Never writes to the "
+        "cluster. Ctrl-C to quit.",
+    )
+    shared = dict(grade.SHARED_OPTIONS)
+    for flag in ("--workdir", "--kubeconfig", "--context", "--cluster", "--lang"):
+        p.add_argument(flag, **shared[flag])
+
     p = sub.add_parser("gradescope", help="the Gradescope autograder: build its bundle, run it")
     gs = p.add_subparsers(dest="gradescope_command", required=True, parser_class=_Parser)
     b = gs.add_parser("bundle", help="write autograder.zip in Gradescope's layout")
@@ -341,7 +353,7 @@ def choose_lang(args: argparse.Namespace) -> None:
     """
     command = args.command
     sub = getattr(args, "class_command", None) or getattr(args, "gradescope_command", None)
-    if command in ("grade", "submit"):
+    if command in ("grade", "submit", "watch"):
         args.lang = messages.resolve_lang(args.lang)
     elif command == "class" and sub == "grade":
         args.lang = messages.resolve_lang(args.lang, instructor=True)
@@ -364,6 +376,10 @@ def _dispatch(args: argparse.Namespace) -> int:
             return grade.run_cli(args)
         finally:
             isolation.settle()  # not left running when the grade never needed its answer
+    if args.command == "watch":
+        from gpushare.watch import loop  # lazy: only a watch needs its threads and screen
+
+        return loop.run_cli(args)
     if args.command == "snapshot":
         from gpushare.grading import capture  # lazy: 17 ms (snapshots, YAML)
 

@@ -70,6 +70,10 @@ class Outcome:
     classnames: dict[str, str]  # nodeid -> module, as pytest's JUnit XML names them
     durations: dict[str, float]  # nodeid -> seconds
     headlines: dict[str, str]  # check number -> "number title"
+    # what the checks read: cluster-read keys and work-dir paths (``gpushare watch`` grades a
+    # step again only when one of these changes)
+    read_keys: frozenset[str] = frozenset()
+    read_files: frozenset[str] = frozenset()
 
     def write(self, json_path: Path | None = None, junit_path: Path | None = None) -> None:
         if json_path:
@@ -105,6 +109,8 @@ def grade(options: Options, started: float | None = None) -> Outcome:
         durations = runner.run(session, checks, deadline=deadline)
     outcome = _outcome(session, checks, durations, options.policy)
     outcome.report.steps_not_graded = len(set(known) - {c.meta["step"] for c in checks})
+    outcome.read_keys = frozenset(session.state.touched if session.state else ())
+    outcome.read_files = frozenset(session.work.touched)
     return outcome
 
 

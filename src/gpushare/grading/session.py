@@ -273,7 +273,7 @@ class GradeSession:
         seconds = round(time.monotonic() - self.started, 1)
         self.timed_out = True
         self.could_not_grade = (
-            f"the time limit struck after {seconds}s, while check {running or '-'} was running"
+            f"the time limit ({seconds} s) was reached while check {running or '-'} was running"
         )
         self.could_not_grade_detail = (
             T("time_limit_during", seconds=seconds, check=running)

@@ -26,9 +26,8 @@ from gpushare import versions
 from gpushare.data import JsonObject
 from gpushare.kube.errors import ApiError, KubeconfigError, Unreachable
 from gpushare.kube.transport import Client
-from gpushare.lab import binaries, ports, procs, purge, startup
-from gpushare.lab import nodes as lab_nodes
-from gpushare.lab.nodes import fresh_node_labels, node_manifest
+from gpushare.lab import binaries, definition, ports, procs, purge, startup
+from gpushare.lab.nodes import node_manifest
 from gpushare.locations import cluster_name, kwok_workdir, lab_dir
 
 SYSTEM_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
@@ -193,12 +192,12 @@ def ensure_nodes(
     client: Client, timeout: float = 60.0, watch: Callable[[], None] | None = None
 ) -> None:
     """Create missing lab nodes (the lab's ``lab.toml``), then wait until all are Ready."""
-    wanted = lab_nodes.load()
+    specs = definition.load().nodes
     existing = {n["metadata"]["name"] for n in client.get("/api/v1/nodes").get("items", [])}
-    for name in wanted.names:
-        if name not in existing:
+    for spec in specs:
+        if spec.name not in existing:
             try:
-                client.create("/api/v1/nodes", node_manifest(name, wanted.capacity))
+                client.create("/api/v1/nodes", node_manifest(spec))
             except ApiError as exc:
                 if exc.status != 409:
                     raise
@@ -207,12 +206,31 @@ def ensure_nodes(
         if watch is not None:
             watch()
         nodes = {n["metadata"]["name"]: n for n in client.get("/api/v1/nodes").get("items", [])}
-        not_ready = [n for n in wanted.names if not (n in nodes and _node_ready(nodes[n]))]
+        not_ready = [s.name for s in specs if not (s.name in nodes and _node_ready(nodes[s.name]))]
         if not not_ready:
             return
         if time.monotonic() > deadline:
             raise ClusterError(f"nodes not Ready after {timeout:.0f}s: {', '.join(not_ready)}")
         time.sleep(0.1)
+
+
+def ensure_seeds(client: Client, *, again: bool = False) -> None:
+    """Create the objects the lab seeds (``lab.toml`` ``[seed]``) that are missing, in their
+    order; ``again`` (after a reset): one that is still there (cluster-scoped, or in a
+    namespace reset keeps) is deleted first, so it is the seed's again. A namespace is never
+    deleted here: reset has purged the lab's, and a system one stays."""
+    lab = definition.load()
+    for obj in lab.seeds:
+        meta = obj.get("metadata") or {}
+        namespace = meta.get("namespace") if obj.get("kind") != "Namespace" else None
+        collection = lab.collection(obj, namespace)
+        if again and obj.get("kind") != "Namespace":
+            client.delete(f"{collection}/{meta.get('name')}")
+        try:
+            client.create(collection, obj)
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
 
 
 # --------------------------------------------------------------------------- lifecycle
@@ -264,6 +282,7 @@ def _reuse(lab: Lab) -> bool:
         client = lab.client(timeout=2.0)
         if str(client.get("/readyz")).strip() == "ok":
             ensure_nodes(client)
+            ensure_seeds(client)
             return True
     except (ApiError, Unreachable, KubeconfigError):
         pass
@@ -333,6 +352,7 @@ def _start(
     client = lab.client()
     wait_ready(client, timeout=max(deadline - time.monotonic(), 5.0), watch=watch.check)
     ensure_nodes(client, timeout=max(deadline - time.monotonic(), 5.0), watch=watch.check)
+    ensure_seeds(client)
 
 
 def lab_ports(lab: Lab) -> dict[str, int]:
@@ -452,6 +472,7 @@ def reset(name: str | None = None, client: Client | None = None, timeout: float 
     except TimeoutError as exc:
         raise ClusterError(f"reset: {exc}") from exc
     ensure_nodes(client)
+    ensure_seeds(client, again=True)
 
 
 def _controller_metrics_url(lab: Lab) -> str | None:
@@ -460,26 +481,31 @@ def _controller_metrics_url(lab: Lab) -> str | None:
 
 
 def _reset_nodes(client: Client) -> None:
-    wanted = lab_nodes.load()
+    """Each lab node back to the labels, taints and capacity ``lab.toml`` gives it."""
+    lab = definition.load()
     for node in client.get("/api/v1/nodes").get("items", []):
         name = node["metadata"]["name"]
-        if name not in wanted.names:
+        spec = lab.node(name)
+        if spec is None:
             client.delete(f"/api/v1/nodes/{name}")
             continue
         labels = node["metadata"].get("labels") or {}
-        fresh = fresh_node_labels(name)
-        label_patch: dict[str, str | None] = {k: None for k in labels if k not in fresh}
-        label_patch.update(fresh)
+        label_patch: dict[str, str | None] = {k: None for k in labels if k not in spec.labels}
+        label_patch.update(spec.labels)
+        taints = [dict(t) for t in spec.taints] or None
         client.merge_patch(
             f"/api/v1/nodes/{name}",
-            {"metadata": {"labels": label_patch}, "spec": {"taints": None, "unschedulable": None}},
+            {
+                "metadata": {"labels": label_patch},
+                "spec": {"taints": taints, "unschedulable": None},
+            },
         )
         status = node.get("status") or {}
         patch: dict[str, dict[str, str | None]] = {}
         for field in ("capacity", "allocatable"):
             current = status.get(field) or {}
-            want: dict[str, str | None] = {k: None for k in current if k not in wanted.capacity}
-            want.update(wanted.capacity)
+            want: dict[str, str | None] = {k: None for k in current if k not in spec.capacity}
+            want.update(spec.capacity)
             patch[field] = want
         client.merge_patch(f"/api/v1/nodes/{name}/status", {"status": patch})
 

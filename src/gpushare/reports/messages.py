@@ -35,6 +35,7 @@ from gpushare.feedback import CheckFailed, Failure
 from gpushare.feedback import T as T  # re-exported, as from_data and to_data: said values
 from gpushare.feedback import from_data as from_data
 from gpushare.feedback import to_data as to_data
+from gpushare.lab import definition
 from gpushare.locations import graders_dir
 
 # One language's words, in the four tables a catalog file may hold (this form because "class"
@@ -50,7 +51,6 @@ Catalog = TypedDict(
 )
 
 CATALOGS = Path(__file__).with_name("messages")
-DEFAULT_LANG = "zh"
 REFERENCE = "en"  # the catalog every other language must be complete against
 
 
@@ -63,18 +63,11 @@ def langs() -> tuple[str, ...]:
 
 
 def lab_default() -> str:
-    """The learners' language of the lab in use: ``default_lang`` of its ``lab.toml``, else
-    the engine's (Chinese). The lab's texts decide it, not the engine."""
-    return _lab_default(graders_dir() / "lab.toml")
-
-
-@cache
-def _lab_default(path: Path) -> str:
-    try:
-        value = tomllib.loads(path.read_text(encoding="utf-8")).get("default_lang")
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        value = None
-    return value.strip().lower() if isinstance(value, str) and value.strip() else DEFAULT_LANG
+    """The learners' language of the lab in use: ``default_lang`` of its ``lab.toml``
+    (:mod:`gpushare.lab.definition`); the reference where there is no lab (every lab has it
+    complete). The lab decides it, not the engine."""
+    lab = definition.found()
+    return lab.default_lang if lab else REFERENCE
 
 
 def found() -> frozenset[str]:

@@ -11,9 +11,10 @@ from __future__ import annotations
 import os
 import sys
 import unicodedata
+from collections.abc import Callable
 
 from gpushare.reports import clean, messages
-from gpushare.reports.results import Report
+from gpushare.reports.results import CheckResult, Report
 
 GREEN, RED, BOLD, DIM, RESET = "\x1b[32m", "\x1b[31m", "\x1b[1m", "\x1b[2m", "\x1b[0m"
 
@@ -97,9 +98,24 @@ def render(report: Report, *, color: bool, feedback: bool = True) -> str:
     if feedback and failed:
         out.append("")
         out.append(paint(BOLD, messages.label("failures_title", lang)))
-        for c in failed:
-            head = f"[{c.number}] {c.title}  (0/{c.max_score})"
-            out.append(paint(RED, head))
-            out.extend("    " + line for line in clean.text(report.said(c)).splitlines())
-            out.append("")
+        out.extend(failure_lines(failed, color=color, said=report.said))
     return "\n".join(out).rstrip() + "\n"
+
+
+def failure_lines(
+    failed: list[CheckResult],
+    *,
+    color: bool,
+    said: Callable[[CheckResult], str] | None = None,
+) -> list[str]:
+    """Each failed check's block as ``gpushare grade`` prints it (``gpushare watch`` shows the
+    same blocks for the step the learner is on). ``said``: a check's feedback as its report
+    says it (Report.said); without it, the words the check holds (``output``)."""
+    out: list[str] = []
+    for c in failed:
+        head = f"[{c.number}] {c.title}  (0/{c.max_score})"
+        out.append(f"{RED}{head}{RESET}" if color else head)
+        text = said(c) if said is not None else c.output
+        out.extend("    " + line for line in clean.text(text).splitlines())
+        out.append("")
+    return out

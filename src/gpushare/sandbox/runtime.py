@@ -1,21 +1,24 @@
 """The Python a learner's script finds as ``python3``: the grader's interpreter, its standard
-library and PyYAML, copied once into a directory any uid may read, and nothing else.
+library and the packages the lab names, copied once into a directory any uid may read, and
+nothing else.
 
-The lab tells learners to parse manifests with ``python3`` and ``yaml.safe_load_all``. The
-grader's own interpreter may live where the run's uid cannot go (pyenv under ``/root``, 0700),
+A lab names the packages its learners' scripts may import (``lab.toml`` ``[sandbox]
+runtime_packages``; the GPU lab: ``yaml`` and ``_yaml``, since it tells learners to parse
+manifests with ``python3`` and ``yaml.safe_load_all``). The grader's own interpreter may
+live where the run's uid cannot go (pyenv under ``/root``, 0700),
 and its prefix holds every package pip put there (the grader's dependencies, tokens in a
 ``.pth``...). So the interpreter (and ``libpython`` when it is shared), the standard library
-without ``site-packages`` (nor ``test``, ``idlelib``, ``tkinter``...), and the ``yaml`` and
-``_yaml`` packages (beside the standard library, on every interpreter's path) are copied,
+without ``site-packages`` (nor ``test``, ``idlelib``, ``tkinter``...), and the lab's packages
+(beside the standard library, on every interpreter's path) are copied,
 once per machine and interpreter, into
 ``/var/cache/gpushare/sandbox-runtime/<key>`` (root) or the user's cache, files 0644/0755.
-bubblewrap binds that directory read-only; the ``uid`` level puts its ``bin`` first on PATH.
+bubblewrap and the ``uid`` level bind that directory read-only, its ``bin`` first on PATH.
 Some 94 MB (Python 3.11 here), copied in about a second by the first grade on a machine.
 
 The key names what the copy holds, not where it came from: the interpreter and its standard
-library, and PyYAML by its files' names and sizes. Every virtualenv of one interpreter has its
-own PyYAML folder, and a key made of that folder's path gave each of them (each CI clone, each
-worktree) a copy of its own.
+library, and each of the lab's packages by its files' names and sizes. Every virtualenv of one
+interpreter has its own PyYAML folder, and a key made of that folder's path gave each of them
+(each CI clone, each worktree) a copy of its own.
 :func:`prune` (``gpushare setup``) removes the copies whose interpreter is gone, and those of
 the older key.
 """
@@ -32,6 +35,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpushare.lab import definition
 from gpushare.locations import cache_dir
 
 ROOT_CACHE = "/var/cache/gpushare/sandbox-runtime"
@@ -64,8 +68,10 @@ class Runtime:
 
 
 def _packages() -> list[str]:
+    """The folders of the packages the lab names that this interpreter has."""
+    lab = definition.found()
     found = []
-    for name in ("yaml", "_yaml"):
+    for name in lab.runtime_packages if lab else ():
         spec = importlib.util.find_spec(name)
         if spec is not None and spec.submodule_search_locations:
             found.append(os.path.realpath(next(iter(spec.submodule_search_locations))))
@@ -73,11 +79,13 @@ def _packages() -> list[str]:
 
 
 def _yaml_version(packages: list[str]) -> str | None:
+    """PyYAML's version when the lab has it copied (the results record it), else None."""
     try:
-        for line in Path(packages[0], "__init__.py").read_text(encoding="utf-8").splitlines():
+        folder = next(p for p in packages if os.path.basename(p) == "yaml")
+        for line in Path(folder, "__init__.py").read_text(encoding="utf-8").splitlines():
             if line.startswith("__version__"):
                 return line.split("=", 1)[1].strip().strip("'\"")
-    except (OSError, IndexError):
+    except (OSError, StopIteration):
         return None
     return None
 

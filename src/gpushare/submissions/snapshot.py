@@ -588,7 +588,9 @@ def cluster_problem(cluster: Json) -> str | None:
         if not isinstance(value, dict):
             return f"answer {said}: value is not an object"
         objects: list[Json] = [value]
+        kind = value.get("kind")
         if "items" in value:
+            kind = kind.removesuffix("List") if isinstance(kind, str) else None
             items = value["items"]
             if items is not None and not isinstance(items, list):
                 return f"answer {said}: items is not a list"
@@ -601,7 +603,7 @@ def cluster_problem(cluster: Json) -> str | None:
             for part in ("metadata", "spec", "status"):
                 if obj.get(part) is not None and not isinstance(obj[part], dict):
                     return f"answer {said}: {part} is not an object"
-            wrong = _field_problem(obj)
+            wrong = _field_problem(obj, obj.get("kind") or kind)
             if wrong:
                 return f"answer {said}: {wrong}"
     return None
@@ -619,11 +621,17 @@ _LISTS_OF_MAPPINGS = frozenset(
 )  # fmt: skip
 _STRING_MAPS = frozenset({"labels", "annotations", "nodeSelector"})
 _STRINGS = frozenset({"name", "namespace", "uid", "key", "operator", "nodeName", "image"})
+# Kinds where a name above means another type: a Role's rules name their ``resources`` (and
+# verbs, groups) as lists of strings, where a container's ``resources`` is a mapping.
+_RULES_KINDS = frozenset({"Role", "ClusterRole"})
+_RULE_LISTS = frozenset({"resources", "verbs", "apiGroups", "resourceNames", "nonResourceURLs"})
 
 
-def _field_problem(obj: JsonObject) -> str | None:
+def _field_problem(obj: JsonObject, kind: Json = None) -> str | None:
     """The first field of ``obj`` (at any depth) whose type is not the apiserver's, or None.
-    A ConfigMap's ``data`` is strings, and a node-selector ``values`` a list of strings."""
+    A ConfigMap's ``data`` is strings, and a node-selector ``values`` a list of strings;
+    ``kind`` (the object's, or its list's) says which meaning a name has (``_RULES_KINDS``)."""
+    lists = _RULE_LISTS if kind in _RULES_KINDS else frozenset()
     if obj.get("kind") == "ConfigMap" or "data" in obj:
         data = obj.get("data")
         if data is not None and not (
@@ -640,6 +648,10 @@ def _field_problem(obj: JsonObject) -> str | None:
             continue
         for key, value in node.items():
             if value is None or key == "fieldsV1":  # managedFields: the apiserver's own notes
+                continue
+            if key in lists:
+                if not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+                    return f"{key} is not a list of strings"
                 continue
             if key in _MAPPINGS and not isinstance(value, dict):
                 return f"{key} is not an object"
@@ -671,14 +683,14 @@ def _unpack(path: Path, tar: tarfile.TarFile, ti: tarfile.TarInfo, scratch: Path
     if not (ti.isreg() or ti.isdir() or ti.issym()):
         raise refused("snapshot_special_member", f"member {name!r} is a device, FIFO or hard link")
     if ".." in name.split("/"):
-        raise refused("snapshot_climbs_out", f"member refused: {name!r} climbs out")
+        raise refused("snapshot_climbs_out", f"member {name!r} refused: it climbs out")
     data_filter = getattr(tarfile, "data_filter", None)  # Python 3.11.4+: a second opinion
     if data_filter is not None:
         try:
             data_filter(ti, str(scratch))
         except tarfile.FilterError as exc:
             raise SnapshotError(
-                f"{path}: a member that cannot be unpacked safely ({exc})",
+                f"{path}: a member that cannot be unpacked safely, refused ({exc})",
                 "refused",
                 T("snapshot_hostile", error=str(exc)[:200]),
             ) from None

@@ -19,7 +19,8 @@ from pathlib import Path
 import yaml
 
 from gpushare.data import Json, JsonObject
-from gpushare.feedback import WORKDIR_ABSENT, T
+from gpushare.feedback import WORKDIR_ABSENT as WORKDIR_ABSENT  # re-exported: the root it names
+from gpushare.feedback import T
 from gpushare.submissions import bounded
 
 MAX_BYTES = 1024 * 1024
@@ -169,6 +170,8 @@ class Workdir:
         self.root = root
         self.recorded = recorded or {}
         self._objects: dict[str, list[LineDict] | FileProblem] = {}
+        # the paths the checks read (read_text), which `gpushare watch` grades a step again on
+        self.touched: set[str] = set()
         self._absent: bool | None = None
 
     @property
@@ -197,6 +200,7 @@ class Workdir:
         Only files inside the work dir count: a link that leads out of it is a problem here,
         as in a snapshot, which records such a link and never follows it.
         """
+        self.touched.add(rel)
         if self.absent:  # every file fails for that one reason, said once, first (the report)
             return FileProblem(rel, T("workdir_absent", root=str(self.root)), cause=WORKDIR_ABSENT)
         p = self.root / rel

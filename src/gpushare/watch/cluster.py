@@ -1,0 +1,253 @@
+"""The cluster side of ``gpushare watch``: one apiserver watch per read the checks declare.
+
+Each read a step module declares (``READS``, ``HINT_READS``: key -> GET path) is followed by a
+watch of the same objects (``?watch=1`` on the collection, with ``fieldSelector=metadata.name``
+for a single object), so a change reaches the screen as an event instead of by polling every
+object. A watch that ends (the server's ``timeoutSeconds``, an apiserver restart, ``410 Gone``)
+is listed and watched again; while the apiserver cannot be reached the watcher says so once and
+retries every :data:`RETRY` seconds, reading the kubeconfig again each time (a lab made anew has
+new keys). Whether the apiserver answers is asked apart, every :data:`BEAT` seconds (``GET
+/version`` on a new connection): an apiserver shutting down keeps its open watches for a while
+and refuses new requests at once, and the screen should say so at once. See the API conventions: https://kubernetes.io/docs/reference/using-api/api-concepts/
+("Efficient detection of changes").
+
+It speaks through ``http.client``: a watch is one long response read line by line, which our
+own grade transport (:mod:`gpushare.kube.transport`, request and answer) does not do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import queue
+import socket
+import threading
+from dataclasses import dataclass
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit
+
+from gpushare.kube.config import Credentials, Target, load_kubeconfig
+from gpushare.kube.errors import KubeconfigError
+
+RETRY = 0.5  # seconds between attempts while the apiserver cannot be reached
+BEAT = 1.0  # seconds between two questions of whether the apiserver answers
+WATCH_SECONDS = 45  # the server ends each watch after this; it is then watched again
+READ_TIMEOUT = 75.0  # a stream silent for longer than the server's own end is a lost one
+
+
+@dataclass(frozen=True)
+class Event:
+    """What the watchers tell the loop: ``change`` (a key's objects changed, or may have while
+    it was not watched), ``lost`` (the apiserver cannot be reached: ``detail`` says why) or
+    ``back`` (it answers again); the last two have no key."""
+
+    kind: str
+    key: str
+    detail: str = ""
+
+
+def watchable(path: str) -> tuple[str, dict[str, str]]:
+    """The collection path and query that watch what ``path`` GETs.
+
+    ``/api/v1/namespaces/ns/configmaps/name`` is one object: its collection with
+    ``fieldSelector=metadata.name=name``. A collection (``/api/v1/nodes``,
+    ``/api/v1/namespaces/ns/pods``, ``/api/v1/pods?fieldSelector=...``) is watched as it is.
+    """
+    url = urlsplit(path)
+    params = dict(parse_qsl(url.query, keep_blank_values=True))
+    parts = [p for p in url.path.split("/") if p]
+    prefix = 2 if parts[:1] == ["api"] else 3  # api/v1 or apis/group/version
+    rest = parts[prefix:]
+    if len(rest) >= 3 and rest[0] == "namespaces":
+        rest = rest[2:]  # namespaces/<ns>/<resource>[/<name>]
+    if len(rest) == 2:  # <resource>/<name>: one object
+        name = rest[1]
+        selector = f"metadata.name={name}"
+        params["fieldSelector"] = (
+            f"{params['fieldSelector']},{selector}" if params.get("fieldSelector") else selector
+        )
+        collection = parts[: len(parts) - 1]
+        return "/" + "/".join(collection), params
+    return url.path, params
+
+
+class ClusterWatch:
+    """Watchers for ``paths`` (key -> GET path), each in a thread, telling ``events``."""
+
+    def __init__(self, target: Target, paths: dict[str, str], events: queue.Queue[Event]):
+        self.target = target
+        self.paths = paths
+        self.events = events
+        self._stop = threading.Event()
+        self._conns: dict[str, http.client.HTTPConnection] = {}
+        self._lock = threading.Lock()
+        self._threads = [
+            threading.Thread(target=self._follow, args=(key,), name=f"watch {key}", daemon=True)
+            for key in paths
+        ]
+        self._threads.append(threading.Thread(target=self._beat, name="watch beat", daemon=True))
+
+    def start(self) -> ClusterWatch:
+        for t in self._threads:
+            t.start()
+        return self
+
+    def close(self) -> None:
+        """Stop every watcher: their streams are shut, so none waits for its next event."""
+        self._stop.set()
+        with self._lock:
+            conns = list(self._conns.values())
+        for conn in conns:
+            sock = conn.sock
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+        for t in self._threads:
+            t.join(timeout=2)
+
+    # -- one watcher ----------------------------------------------------------------
+
+    def _credentials(self) -> Credentials:
+        if len(self.target.files) != 1:
+            raise KubeconfigError("gpushare watch reads one kubeconfig file, not a list")
+        return load_kubeconfig(self.target.files[0], self.target.context)
+
+    def _beat(self) -> None:
+        """Tell ``lost`` when the apiserver stops answering and ``back`` when it answers again
+        (the watchers list and watch again by themselves, and tell what changed)."""
+        lost = False
+        while not self._stop.is_set():
+            try:
+                creds = self._credentials()
+                conn = self._open("/version", creds)
+                conn.timeout = 3.0
+                self._get(conn, creds, "/version", {}).read()
+                if lost:
+                    lost = False
+                    self.events.put(Event("back", ""))
+            except (OSError, http.client.HTTPException, KubeconfigError, ValueError) as exc:
+                if self._stop.is_set():
+                    return
+                if not lost:
+                    lost = True
+                    self.events.put(Event("lost", "", str(exc) or type(exc).__name__))
+            finally:
+                self._drop("/version")
+            self._stop.wait(BEAT)
+
+    def _follow(self, key: str) -> None:
+        collection, params = watchable(self.paths[key])
+        version: str | None = None
+        while not self._stop.is_set():
+            try:
+                creds = self._credentials()
+                conn = self._open(key, creds)
+                if version is None:
+                    version = self._list_version(conn, creds, collection, params)
+                    self.events.put(Event("change", key))  # what it missed, or its first look
+                version = self._stream(conn, creds, collection, params, version, key)
+            except (OSError, http.client.HTTPException, KubeconfigError, ValueError):
+                version = None  # listed again once it answers (the beat tells the screen)
+                if self._stop.wait(RETRY):
+                    return
+            finally:
+                self._drop(key)
+
+    def _open(self, key: str, creds: Credentials) -> http.client.HTTPConnection:
+        url = urlsplit(creds.server)
+        conn: http.client.HTTPConnection
+        if url.scheme == "https":
+            conn = http.client.HTTPSConnection(
+                url.hostname or "localhost",
+                url.port or 443,
+                timeout=READ_TIMEOUT,
+                context=creds.ssl_context,
+            )
+        else:
+            conn = http.client.HTTPConnection(
+                url.hostname or "localhost", url.port or 80, timeout=READ_TIMEOUT
+            )
+        with self._lock:
+            self._conns[key] = conn
+        if self._stop.is_set():
+            raise OSError("stopped")
+        return conn
+
+    def _drop(self, key: str) -> None:
+        with self._lock:
+            conn = self._conns.pop(key, None)
+        if conn is not None:
+            conn.close()
+
+    def _get(
+        self,
+        conn: http.client.HTTPConnection,
+        creds: Credentials,
+        path: str,
+        params: dict[str, str],
+    ) -> http.client.HTTPResponse:
+        prefix = urlsplit(creds.server).path.rstrip("/")
+        headers = {"Accept": "application/json"}
+        if creds.token:
+            headers["Authorization"] = "Bearer " + creds.token
+        conn.request(
+            "GET", prefix + path + "?" + urlencode(params, quote_via=quote), headers=headers
+        )
+        answer = conn.getresponse()
+        if answer.status != 200:
+            body = answer.read(4096).decode("utf-8", "replace")
+            raise http.client.HTTPException(f"HTTP {answer.status} {answer.reason}: {body[:200]}")
+        return answer
+
+    def _list_version(
+        self,
+        conn: http.client.HTTPConnection,
+        creds: Credentials,
+        collection: str,
+        params: dict[str, str],
+    ) -> str:
+        """The collection's resourceVersion now: where its watch starts."""
+        answer = self._get(conn, creds, collection, {**params, "limit": "1"})
+        doc = json.loads(answer.read())
+        return str(
+            ((doc.get("metadata") or {}) if isinstance(doc, dict) else {}).get("resourceVersion")
+            or "0"
+        )
+
+    def _stream(
+        self,
+        conn: http.client.HTTPConnection,
+        creds: Credentials,
+        collection: str,
+        params: dict[str, str],
+        version: str,
+        key: str,
+    ) -> str | None:
+        """Follow one watch from ``version``; the version to go on from, or None to list
+        again (the version is too old: ``410 Gone``)."""
+        watch = {
+            **params,
+            "watch": "1",
+            "resourceVersion": version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(WATCH_SECONDS),
+        }
+        answer = self._get(conn, creds, collection, watch)
+        while not self._stop.is_set():
+            raw = answer.readline(1 << 24)
+            if not raw:
+                return version  # the server ended this watch: watch again from here
+            try:
+                event = json.loads(raw)
+            except ValueError:
+                continue
+            kind = event.get("type") if isinstance(event, dict) else None
+            obj = event.get("object") if isinstance(event, dict) else None
+            meta = (obj.get("metadata") or {}) if isinstance(obj, dict) else {}
+            if kind == "ERROR":
+                return None
+            if meta.get("resourceVersion"):
+                version = str(meta["resourceVersion"])
+            if kind in ("ADDED", "MODIFIED", "DELETED"):
+                self.events.put(Event("change", key))
+        return version

@@ -1,0 +1,229 @@
+"""``gpushare watch``: grade every step, then grade again each step whose reads changed.
+
+A step is graded alone (``gpushare grade --step N``, in-process), and what its checks read is
+kept (the cluster-read keys and work-dir paths of :class:`~gpushare.grading.grade.Outcome`):
+an event of the apiserver watch or of the work dir grades again only the steps that read what
+changed, as a build tool rebuilds only what depends on a changed file. A step with background
+work (step 6: the learner's script, in the sandbox as in ``grade``) reads its script's folder
+``bin/`` too. Events are gathered until :data:`QUIET` seconds pass without one (at most
+:data:`GATHER` after the first), so an editor's save, or a ``kubectl apply`` of five objects,
+is one grade and one run of the script, not ten.
+"""
+
+from __future__ import annotations
+
+import argparse
+import queue
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpushare.grading import background, runner
+from gpushare.grading.errors import GradeError
+from gpushare.grading.grade import OptionError, Options, Outcome, grade
+from gpushare.kube.config import resolve
+from gpushare.lab import existing
+from gpushare.locations import default_workdir, graders_dir
+from gpushare.reports import messages, terminal
+from gpushare.reports.clean import line
+from gpushare.watch.cluster import ClusterWatch, Event
+from gpushare.watch.files import FileWatch
+from gpushare.watch.screen import Lines, Screen, StepView, View, want_screen
+
+QUIET = 0.25  # seconds without an event before grading what changed
+GATHER = 1.0  # seconds at most between the first event and the grade
+SCRIPT_FOLDER = "bin"
+
+
+@dataclass(frozen=True)
+class Reads:
+    """What one step's checks read in its last grade."""
+
+    keys: frozenset[str]
+    files: frozenset[str]
+    background: bool
+
+    def hit(self, keys: set[str], files: set[str]) -> bool:
+        """Whether a change to ``keys`` (cluster reads) or ``files`` (work-dir paths) may
+        change this step's verdict."""
+        if keys & self.keys:
+            return True
+        if keys and any(k.startswith("dry-run:") for k in self.keys):
+            return True  # the apiserver's verdict on a file depends on what else exists
+        for f in files:
+            if f == "." or f in self.files or any(r.startswith(f + "/") for r in self.files):
+                return True
+            if self.background and (f == SCRIPT_FOLDER or f.startswith(SCRIPT_FOLDER + "/")):
+                return True
+        return False
+
+
+class Watch:
+    """The state of one ``gpushare watch``: each step's last grade and reads."""
+
+    def __init__(self, options: Options, steps: list[int], background_steps: set[int]) -> None:
+        self.options = options
+        self.background_steps = background_steps
+        self.reads: dict[int, Reads] = {}
+        self.view = View(lang=options.lang or "en", steps={s: StepView(s) for s in steps})
+
+    def due(self, keys: set[str], files: set[str]) -> list[int]:
+        """The steps to grade again, the one the learner is on first."""
+        due = [
+            s
+            for s in sorted(self.view.steps)
+            if s not in self.reads or self.reads[s].hit(keys, files)
+        ]
+        focus = self.view.focus()
+        if focus is not None and focus.step in due:
+            due.remove(focus.step)
+            due.insert(0, focus.step)
+        return due
+
+    def grade(self, step: int) -> str | None:
+        """Grade ``step`` alone; why it could not be, or None."""
+        opts = Options(**{**self.options.__dict__, "steps": {step}})
+        try:
+            outcome = grade(opts)
+        except (OptionError, GradeError) as exc:
+            self.reads.pop(step, None)  # graded again at the next event
+            return str(exc).removeprefix("gpushare: ")
+        report = outcome.report
+        if report.could_not_grade:  # the step keeps its last verdict: nothing was judged
+            self.reads.pop(step, None)
+            return report.reason_said()
+        self._keep(step, outcome)
+        return None
+
+    def _keep(self, step: int, outcome: Outcome) -> None:
+        report = outcome.report
+        mine = [c for c in report.visible() if c.step == step]
+        view = self.view.steps[step]
+        view.score = sum(c.score for c in mine)
+        view.max_score = sum(c.max_score for c in mine)
+        view.ok = all(c.passed for c in mine)
+        view.failed = [c for c in mine if not c.passed]
+        for c in view.failed:  # said now, as the report says it (a pointer to a root included)
+            c.output = report.said(c)
+        self.reads[step] = Reads(
+            outcome.read_keys, outcome.read_files, step in self.background_steps
+        )
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    lang = args.lang  # chosen by the command line (gpushare.cli.choose_lang)
+    workdir = Path(args.workdir).expanduser() if args.workdir else default_workdir()
+    checks = runner.load_checks(graders_dir())
+    steps = sorted({c.meta["step"] for c in checks})
+    paths: dict[str, str] = {}
+    for module in runner.modules(checks):
+        paths.update(getattr(module, "READS", None) or {})
+        paths.update(getattr(module, "HINT_READS", None) or {})
+    background_steps = {
+        s for s in steps if runner.background([c for c in checks if c.meta["step"] == s])
+    }
+    options = Options(
+        workdir=workdir,
+        kubeconfig=args.kubeconfig,
+        context=args.context,
+        cluster=args.cluster,
+        lang=lang,
+        seed=background.new_seed(),  # one for the whole watch: the same cases each time
+    )
+    watch = Watch(options, steps, background_steps)
+    target = resolve(args.kubeconfig, args.context, args.cluster)
+    if target.is_lab and target.cluster and not Path(target.kubeconfig).is_file():
+        # a misspelt lab name: said at once, as grade says it, not watched for ever
+        print(f"gpushare: {existing.not_up(target.cluster, 'watch')}", file=sys.stderr)
+        return 2
+    events: queue.Queue[Event] = queue.Queue()
+    title = f"gpushare watch  {line(str(workdir))}"  # the work dir's end is cut first
+    out: Screen | Lines
+    if want_screen(sys.stdout):
+        out = Screen(sys.stdout, terminal.want_color("auto"), title)
+    else:
+        out = Lines(sys.stdout, title)
+    cluster = ClusterWatch(target, paths, events).start()
+    files = FileWatch(workdir, events).start()
+    try:
+        _loop(watch, events, out, set(paths), workdir)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        out.close()
+        cluster.close()
+        files.close()
+    return 0
+
+
+def _loop(
+    watch: Watch, events: queue.Queue[Event], out: Screen | Lines, keys: set[str], workdir: Path
+) -> None:
+    view = watch.view
+    lost: set[str] = set()  # non-empty while the apiserver does not answer
+    changed_keys: set[str] = set()
+    changed_files: set[str] = {"."}  # the first look grades everything
+
+    def take(event: Event) -> None:
+        if event.kind == "lost":
+            lost.add(event.key)
+            view.banner, view.banner_bad = messages.label("watch_lost", view.lang), True
+        elif event.kind == "back":
+            lost.discard(event.key)
+            if not lost:
+                view.banner, view.banner_bad = messages.label("watch_back", view.lang), False
+                changed_keys.update(keys)  # anything may have changed while it was away
+        elif event.key in keys:
+            changed_keys.add(event.key)
+        else:
+            changed_files.add(event.key)
+
+    while True:
+        first = last = time.monotonic()
+        while True:  # gather until quiet
+            now = time.monotonic()
+            wait = min(QUIET - (now - last), GATHER - (now - first))
+            if not (changed_keys or changed_files):
+                wait = 3600.0
+            if wait <= 0:
+                break
+            try:
+                event = events.get(timeout=wait)
+            except queue.Empty:
+                break
+            if not (changed_keys or changed_files):
+                first = time.monotonic()
+            last = time.monotonic()
+            was = view.banner
+            take(event)
+            if view.banner != was:
+                out.draw(view)
+        if lost:
+            continue  # nothing can be graded: the changes wait for the apiserver
+        due = watch.due(changed_keys, changed_files)
+        changed_keys, changed_files = set(), set()
+        problems = []
+        for step in due:
+            view.grading = True
+            out.draw(view)
+            problem = watch.grade(step)
+            if problem is not None:
+                problems.append(problem)
+        while not events.empty():  # what happened meanwhile: a lost apiserver is the news
+            take(events.get_nowait())
+        if lost:
+            pass  # take() said so
+        elif problems:
+            view.banner = messages.label("watch_could_not", view.lang).format(reason=problems[0])
+            view.banner_bad = True
+        elif not workdir.is_dir():
+            view.banner = messages.label("watch_no_workdir", view.lang).format(
+                workdir=line(str(workdir))
+            )
+            view.banner_bad = True
+        elif view.banner_bad:
+            view.banner, view.banner_bad = "", False
+        view.grading = False
+        view.updated = time.strftime("%H:%M:%S")
+        out.draw(view)
