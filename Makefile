@@ -158,14 +158,16 @@ stress: setup
 
 # every check's failure feedback in zh, ko and en, in one file for a native-level reader
 # (issue 13); from the recorded cases of tests/feedback_cases.py, no cluster needed.
-# feedback-record plays the cases again on a lab of its own (reset first) to refresh them.
+# feedback-record plays the cases again on a lab of its own (reset first) to refresh them
+# (FEEDBACK_ARGS=--only-new: only the cases not recorded yet).
 FEEDBACK_CLUSTER ?= gpushare-feedback
 .PHONY: feedback-book feedback-record
 feedback-book: install
 	PYTHONPATH=graders $(BIN)/python -m tests.feedback_cases book --out build/feedback-book.md
 
 feedback-record: setup
-	PYTHONPATH=graders $(BIN)/python -m tests.feedback_cases record --cluster $(FEEDBACK_CLUSTER)
+	PYTHONPATH=graders $(BIN)/python -m tests.feedback_cases record --cluster $(FEEDBACK_CLUSTER) \
+		$(FEEDBACK_ARGS)
 
 # both container images built and checked with podman, as root (deploy/images.py: the base from
 # Debian packages with mmdebstrap, the grading image run as the class Job's pods, the sandbox's

@@ -17,15 +17,23 @@ READS, HINT_READS = QUERIES, HINT_QUERIES
 
 @check("3.1", 4)
 def test_3_1_mig_labels(lab: LabState) -> None:
-    labels = lab_node(lab, MIG_NODE)["metadata"].get("labels") or {}
+    meta = lab_node(lab, MIG_NODE)["metadata"]
+    labels = meta.get("labels") or {}
     if labels.get(STRATEGY_LABEL) != "mixed" or not str(labels.get(PRODUCT_LABEL, "")).strip():
+        wanted = (STRATEGY_LABEL, PRODUCT_LABEL)
+        shown = ", ".join(f"{k}={v}" for k, v in labels.items() if k in wanted)
+        found: list[str | T] = [shown] if shown else []
+        # kubectl annotate takes the same KEY=value: the node then carries it, but not as a
+        # label, and nothing that selects nodes by label (the device plugin, a nodeSelector)
+        # sees it
+        annotations = meta.get("annotations") or {}
+        noted = [k for k in wanted if k in annotations and k not in labels]
+        found += [T("annotation_not_label", key=k, value=str(annotations[k])) for k in noted]
         fail(
             expected=T("mig_labels", strategy=STRATEGY_LABEL, product=PRODUCT_LABEL),
-            found=", ".join(
-                f"{k}={v}" for k, v in labels.items() if k in (STRATEGY_LABEL, PRODUCT_LABEL)
-            )
-            or T("absent"),
+            found=(found if len(found) > 1 else found[0]) if found else T("absent"),
             where=T("node_labels", node=MIG_NODE),
+            hint=T("hint_annotation_not_label", node=MIG_NODE) if noted else None,
         )
 
 

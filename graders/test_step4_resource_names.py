@@ -3,7 +3,16 @@
 from typing import NoReturn
 
 from gpulab import GPU, HINT_QUERIES, QUERIES, namespaces_of_pod
-from gpulab.rules import MIG_NODE, MIG_PROFILE, asks_one, find_object, line_of, usable
+from gpulab.rules import (
+    MIG_NODE,
+    MIG_PROFILE,
+    asks_one,
+    blocked_node_hint,
+    find_object,
+    in_pod,
+    pod_line,
+    usable,
+)
 from gpushare.lab_api import (
     Json,
     JsonObject,
@@ -47,13 +56,21 @@ def _absent(lab: LabState, work: Workdir, name: str, expected: Value) -> NoRetur
     """
     elsewhere = namespaces_of_pod(lab, name)
     found: T | list[T] = T("absent")
+    hint = None
     if elsewhere:
         found = [T("pod_in_namespaces", pod=name, namespaces=tuple(elsewhere))]
         pod = _file_pod(work, name)
         meta = pod.get("metadata") if pod is not None else None
         if isinstance(meta, dict) and not meta.get("namespace"):
             found.append(T("file_sets_no_namespace", file=FILE, namespace=NS))
-    fail(expected=expected, found=found, where=T("cluster_pods", namespace=NS))
+            hint = T("hint_pods_elsewhere", namespaces=tuple(elsewhere), namespace=NS)
+    fail(
+        expected=expected,
+        found=found,
+        where=T("cluster_pods", namespace=NS),
+        hint=hint,
+        cause=f"pods:{FILE}:elsewhere" if hint else None,
+    )
 
 
 def _cluster_pod(lab: LabState, work: Workdir, name: str) -> JsonObject:
@@ -63,12 +80,23 @@ def _cluster_pod(lab: LabState, work: Workdir, name: str) -> JsonObject:
     return pod
 
 
+def _preferred_only(pod: JsonObject, conds: list[str]) -> bool:
+    """Whether the pod's only node constraint is a preferred node affinity: one that forbids
+    no node but still steers the scheduler, so it counts here too (graders/RULES.md)."""
+    affinity = ((pod.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {}
+    return (
+        conds == ["affinity.nodeAffinity"]
+        and isinstance(affinity, dict)
+        and set(affinity) == {"preferredDuringSchedulingIgnoredDuringExecution"}
+    )
+
+
 @check("4.1", 3)
 def test_4_1_file_holds_the_two_pods(lab: LabState, work: Workdir) -> None:
     objs = usable(work.objects(FILE))
     for name, resource in PODS.items():
         pod = find_object(objs, "Pod", name, NS, FILE)
-        asks_one(pod, resource, where=line_of(pod, FILE, "spec", "containers"))
+        asks_one(pod, resource, where=pod_line(pod, FILE, "spec", "containers"))
     for name, resource in PODS.items():
         pod = find_object(objs, "Pod", name, NS, FILE)
         live = lab.pods(NS).get(name)
@@ -80,7 +108,7 @@ def test_4_1_file_holds_the_two_pods(lab: LabState, work: Workdir) -> None:
             fail(
                 expected=T("file_matches_cluster", key=name),
                 found=T("file_differs_from_cluster", key=name),
-                where=f"{FILE}:{pod.line}",
+                where=in_pod(f"{FILE}:{pod.line}", pod),
             )
 
 
@@ -94,7 +122,8 @@ def test_4_2_no_node_conditions(lab: LabState, work: Workdir) -> None:
             fail(
                 expected=T("no_node_condition"),
                 found=T("conditions_set", conditions=tuple(conds)),
-                where=line_of(pod, FILE, "spec", conds[0].split(".")[0]),
+                where=pod_line(pod, FILE, "spec", conds[0].split(".")[0]),
+                hint=T("hint_preferred_affinity") if _preferred_only(pod, conds) else None,
             )
     for name in PODS:
         live = _cluster_pod(lab, work, name)
@@ -120,6 +149,7 @@ def _placed(lab: LabState, work: Workdir, name: str, resource: str) -> Json:
             if reason
             else T("pending"),
             where=T("cluster_pod", pod=f"{NS}/{name}"),
+            hint=blocked_node_hint(lab, pod),
         )
     return node
 

@@ -4,8 +4,8 @@ import json
 import re
 from decimal import Decimal
 
-from gpulab import GPU, HINT_QUERIES, QUERIES, QUOTA_NAME, QUOTA_NS
-from gpulab.rules import asks_one, find_object, line_of, usable
+from gpulab import GPU, HINT_QUERIES, QUERIES, QUOTA_NAME, QUOTA_NS, namespaces_of_pod
+from gpulab.rules import asks_one, find_object, line_of, show_yaml, usable
 from gpushare.lab_api import (
     CheckFailed,
     JsonObject,
@@ -29,14 +29,33 @@ DENIED_FILE = "out/quota-denied.txt"
 KEY = f"requests.{GPU}"
 LIMIT = 2
 IN_CLUSTER = T("cluster_quota", quota=f"{QUOTA_NS}/{QUOTA_NAME}")
+ELSEWHERE = "team-over:elsewhere"  # the cause: the file's pod was created outside team-a
+ADMITTED = "team-over:admitted"  # the cause: the file's pod was admitted into team-a
 
 
 def _hard(obj: JsonObject, field: str = "spec") -> Decimal | None:
     return quantity(((obj.get(field) or {}).get("hard") or {}).get(KEY))
 
 
+def _near_keys(obj: JsonObject) -> dict[str, object]:
+    """Keys of ``spec.hard`` that name the GPU but not as ``requests.<resource name>``: the
+    bare ``nvidia.com/gpu`` (what a pod's limits say) or ``limits.nvidia.com/gpu``, which a
+    quota does not take for an extended resource."""
+    hard = (obj.get("spec") or {}).get("hard") or {}
+    return {k: v for k, v in hard.items() if isinstance(k, str) and k != KEY and k.endswith(GPU)}
+
+
 def _limits_to_two(quota: JsonObject, where: Value) -> None:
     if _hard(quota) != LIMIT:
+        near = _near_keys(quota)
+        if _hard(quota) is None and near:  # what they wrote, not "none"
+            key, value = next(iter(near.items()))
+            fail(
+                expected=f"spec.hard[{KEY}]: {LIMIT}",
+                found=T("quota_key_written", written=f"{key}: {show_yaml(value)}", key=KEY),
+                where=where,
+                hint=T("hint_quota_key_prefix", written=key),
+            )
         fail(expected=f"spec.hard[{KEY}]: {LIMIT}", found=show_quantity(_hard(quota)), where=where)
 
 
@@ -63,6 +82,31 @@ def _over_pod(work: Workdir) -> LineDict:
     if not isinstance(name, str) or not name:
         fail(expected="metadata.name", found=T("absent"), where=f"{OVER_FILE}:{pod.line}")
     return find_object(objs, "Pod", name, QUOTA_NS, OVER_FILE)
+
+
+def _went_elsewhere(lab: LabState, pod: LineDict) -> list[str]:
+    """The namespaces where the file's pod was created instead of being denied in team-a.
+
+    A file that sets no ``metadata.namespace`` goes where it is applied: with ``-n team-a``
+    it meets the quota and is denied (right); without, it lands in the current namespace
+    (``default``), where no quota stops it. The file is judged as it was applied, so a pod of
+    its name outside team-a is that application. A file naming team-a itself cannot have
+    made a pod elsewhere. Empty when the cluster's other pods are unknown (HINT_QUERIES).
+    """
+    meta = pod["metadata"]
+    if meta.get("namespace"):
+        return []
+    return namespaces_of_pod(lab, meta["name"])
+
+
+def _elsewhere_hint(pod: LineDict, namespaces: list[str]) -> T:
+    return T(
+        "hint_over_elsewhere",
+        file=OVER_FILE,
+        pod=pod["metadata"]["name"],
+        namespaces=tuple(namespaces),
+        namespace=QUOTA_NS,
+    )
 
 
 @check("5.1", 3)
@@ -123,11 +167,24 @@ def test_5_4_team_over_is_denied(lab: LabState, work: Workdir) -> None:
     pod = _over_pod(work)
     name = pod["metadata"]["name"]
     asks_one(pod, GPU, where=line_of(pod, OVER_FILE, "spec", "containers"))
+    elsewhere = _went_elsewhere(lab, pod)
+    if elsewhere:
+        fail(
+            expected=T("over_denied_in", pod=name, namespace=QUOTA_NS),
+            found=T("pod_in_namespaces", pod=name, namespaces=tuple(elsewhere)),
+            where=T("cluster_pod", pod=f"{elsewhere[0]}/{name}"),
+            hint=_elsewhere_hint(pod, elsewhere),
+            cause=ELSEWHERE,
+        )
     if name in lab.pods(QUOTA_NS):
+        # admitted into team-a: the quota had room when the file was applied (before the two
+        # team pods filled it, or while it was not yet enforced)
         fail(
             expected=T("pod_not_created", pod=f"{QUOTA_NS}/{name}"),
             found=T("pod_exists", pod=f"{QUOTA_NS}/{name}"),
             where=T("cluster_pods", namespace=QUOTA_NS),
+            hint=T("hint_applied_before_full", file=OVER_FILE, quota=QUOTA_NAME),
+            cause=ADMITTED,
         )
     denial = _dry_run(lab, pod)
     if denial is None or f"exceeded quota: {QUOTA_NAME}" not in denial:
@@ -182,8 +239,16 @@ def test_5_5_denial_captured(lab: LabState, work: Workdir) -> None:
     accepted = [d for d in (real, lab_form) if d and "exceeded quota" in d]
     if not any(_squash(d) in _squash(text) for d in accepted):
         first = next((ln for ln in text.splitlines() if ln.strip()), "")
+        # when the pod was created, 2>&1 may well have been used: it captured the creation
+        hint, cause = None, None
+        if _went_elsewhere(lab, pod):
+            hint, cause = T("hint_denial_after_elsewhere", file=OVER_FILE), ELSEWHERE
+        elif name in lab.pods(QUOTA_NS):
+            hint, cause = T("hint_denial_after_admitted", file=OVER_FILE), ADMITTED
         fail(
             expected=T("denial_captured", quota=QUOTA_NAME, pod=name),
             found=first[:300] or T("file_empty"),
             where=DENIED_FILE,
+            hint=hint,
+            cause=cause,
         )

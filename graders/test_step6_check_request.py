@@ -37,13 +37,20 @@ def _lines(lines: list[str]) -> str | T:
 # What keeps the script from answering at all, whatever the case: a fault of the run, not of
 # an answer. Every check that meets it fails for that one cause, told once (the first check's)
 # and pointed to by the others.
-RUN_FAULTS = frozenset({"crashed", "timeout", "killed", "not_run"})
+RUN_FAULTS = frozenset({"crashed", "timeout", "killed", "not_run", "stderr", "pod_name"})
 
 
 def _script_ok(runs: RequestRuns, strict: bool = False) -> None:
     """Fail when the script cannot be run; with ``strict`` also when it is not executable."""
     if runs.problem is not None and (strict or runs.command is None):
-        fail(problem=runs.problem_said(), where=SCRIPT, cause=_fault(runs))
+        # without its execute bit the script is still run, by the interpreter of its #! line
+        # (requestruns.RequestRuns._command): this check alone costs, and the hint says so
+        fail(
+            problem=runs.problem_said(),
+            where=SCRIPT,
+            hint=T("hint_not_executable") if runs.command is not None else None,
+            cause=_fault(runs),
+        )
 
 
 def _fault(runs: RequestRuns) -> str:
@@ -73,15 +80,27 @@ def _output(run: CaseRun) -> T:
     return T("script_run", status=status, output=output)
 
 
+# What the script did wrong, where the check's own hint (what to read in a manifest) would
+# send the learner to look at the wrong thing: the hint for what was found.
+_REASON_HINTS = {
+    "wrong_exit_code": "hint_exit_status",
+    "pod_name": "hint_container_name",
+    "stderr": "hint_answer_on_stdout",
+}
+
+
 def _wrong(run: CaseRun, problem: T) -> NoReturn:
     """Fail with what the script should have done on the run's case, and what it did."""
     case = run.case
     lines = [f"OVER={n}={c}" for n, c in case.expect_over] or ["OK"]
+    hint = _REASON_HINTS.get(run.reason)
     fail(
         problem=problem,
         expected=T("script_run", status=T("script_rc", rc=case.expect_rc), output=_lines(lines)),
         found=_output(run),
         where=T("script_case", case=case.name, description=case.description),
+        hint=T(hint) if hint else None,
+        # a fault of the script itself, not of one manifest: the same in every case it fails
         cause=f"script:{run.reason}" if run.reason in RUN_FAULTS else None,
     )
 

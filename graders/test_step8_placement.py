@@ -4,10 +4,11 @@ from gpulab import GPU, HINT_QUERIES, MIG_PREFIX, QUERIES, configs, namespaces_o
 from gpulab.rules import (
     MIG_NODE,
     PLACEMENT,
+    blocked_node_hint,
     dig,
     find_object,
     lab_node_labels,
-    line_of,
+    pod_line,
     show_yaml,
     usable,
 )
@@ -80,7 +81,7 @@ def test_8_1_placement_file(lab: LabState, work: Workdir) -> None:
             fail(
                 expected=problem[0],
                 found=problem[1],
-                where=line_of(pod, FILE, "spec", "containers"),
+                where=pod_line(pod, FILE, "spec", "containers"),
                 cause=_renamed_cause(lab, pod),
             )
         spec = pod.get("spec")
@@ -88,14 +89,14 @@ def test_8_1_placement_file(lab: LabState, work: Workdir) -> None:
             fail(
                 expected=T("by_label"),
                 found=f"nodeName: {spec['nodeName']}",
-                where=line_of(pod, FILE, "spec", "nodeName"),
+                where=pod_line(pod, FILE, "spec", "nodeName"),
             )
         chosen = sorted(n for n, labels in nodes.items() if selects_by_label(pod, labels))
         if selects_by_label(pod, {}) is None or chosen != [PLACEMENT[name]]:
             fail(
                 expected=T("selects_only", node=_node(PLACEMENT[name])),
                 found=_selection(pod, chosen),
-                where=line_of(pod, FILE, "spec"),
+                where=pod_line(pod, FILE, "spec"),
             )
 
 
@@ -164,6 +165,7 @@ def test_8_2_pods_on_the_right_nodes(lab: LabState) -> None:
                 if reason
                 else found,
                 where=T("cluster_pod", pod=f"{NS}/{name}"),
+                hint=blocked_node_hint(lab, pod) if not node else None,
             )
 
 

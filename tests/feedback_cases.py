@@ -160,6 +160,12 @@ def _apply_without_namespace(rel: str) -> Callable[[Any, Path], None]:
     return apply
 
 
+def _mutants() -> Any:
+    import tests.mutants as mutants
+
+    return mutants
+
+
 def _script(body: str) -> Callable[[Path], None]:
     return _write("bin/check-request.sh", body, 0o755)
 
@@ -180,10 +186,176 @@ AFFINITY_TWO = (
 )
 
 
+PREFERRED = (
+    "  affinity:\n    nodeAffinity:\n      preferredDuringSchedulingIgnoredDuringExecution:\n"
+    "        - weight: 1\n          preference:\n            matchExpressions:\n"
+    "              - key: nvidia.com/device-plugin.config\n                operator: In\n"
+    "                values: [default]\n"
+)
+
+
+def _loop(old: str, new: str) -> str:
+    """The reference Python script of tests/mutants.py with ``old`` replaced by ``new``."""
+    m = _mutants()
+    assert old in m.REFERENCE_LOOP, old
+    return str(m.script_variant(loop=m.REFERENCE_LOOP.replace(old, new)))
+
+
+def _applied_before_the_quota_was_full(lab: Any, wd: Path) -> None:
+    """team-over.yaml applied while team-a's quota had room, the team pods after it: the
+    apiserver admits team-over and denies the second team pod. The learner's capture (2>&1)
+    holds what kubectl said of team-over."""
+    from tests.helpers import kubectl
+
+    _kubectl(lab, "delete", "pod", "-n", "team-a", "team-a-2", "--force", "--grace-period=0")
+    out = kubectl(lab, "apply", "-f", str(wd / "k8s/team-over.yaml"), check=False)
+    (wd / "out/quota-denied.txt").write_text(out.stdout + out.stderr)
+    _kubectl(lab, "wait", "-n", "team-a", "--for=condition=PodScheduled", "pod/team-over")
+    kubectl(lab, "apply", "-f", str(wd / "k8s/team-pods.yaml"), check=False)
+
+
+def _product_as_annotation(lab: Any, wd: Path) -> None:
+    _kubectl(lab, "label", "node", "lab-node-2", "nvidia.com/gpu.product-")
+    _kubectl(lab, "annotate", "node", "lab-node-2", "nvidia.com/gpu.product=NVIDIA-H100-80GB")
+
+
+def _mps_by_patch(lab: Any, wd: Path) -> None:
+    """The file without mps, applied; then mps added to the live ConfigMap by kubectl patch."""
+    text = (wd / CM).read_text()
+    head, sep, mps = text.partition("  mps: |-\n")
+    assert sep, "no mps key in the ConfigMap's file"
+    (wd / CM).write_text(head)
+    _kubectl(lab, "apply", "-f", str(wd / CM))
+    value = "".join(ln[4:] + "\n" for ln in mps.splitlines())
+    patch = json.dumps({"data": {"mps": value.rstrip("\n")}})
+    _kubectl(lab, "patch", "configmap", "-n", "gpu-share", "device-plugin-configs", "-p", patch)
+
+
+def _shared_as_json_string(lab: Any, wd: Path) -> None:
+    """shared written as one double-quoted YAML string with \\n escapes (as JSON writes it)."""
+    text = (wd / CM).read_text()
+    value = "".join(ln[4:] + "\n" for ln in SHARED_BLOCK.splitlines()[1:]).rstrip("\n")
+    _edit(wd / CM, SHARED_BLOCK, f"  shared: {json.dumps(value)}\n")
+    assert (wd / CM).read_text() != text
+    _kubectl(lab, "apply", "-f", str(wd / CM))
+
+
 def extra_cases() -> list[Case]:
     """Cases for the failure paths the mutants do not take, one mistake each."""
     c = Case
     return [
+        # a failure whose own hint replaces the check's (what was found, not what is asked)
+        c(
+            "6.x OVER lines name the pod, not the container",
+            frozenset({"6.2", "6.5"}),
+            files=_script(_loop("OVER={c['name']}", "OVER={doc['metadata']['name']}")),
+        ),
+        c(
+            "6.x the script always exits 0",
+            frozenset({"6.2", "6.5"}),
+            files=_script(_loop("sys.exit(1 if over else 0)", "sys.exit(0)")),
+        ),
+        c(
+            "6.x the answer printed on standard error",
+            frozenset(S6),
+            files=_script(
+                _loop(
+                    'print("\\n".join(over) if over else "OK")',
+                    'print("\\n".join(over) if over else "OK", file=sys.stderr)',
+                )
+            ),
+        ),
+        c(
+            "valid: the answer in CRLF lines, then a blank line",
+            frozenset(),
+            files=_script(
+                _loop(
+                    'print("\\n".join(over) if over else "OK")',
+                    'sys.stdout.write("\\r\\n".join(over or ["OK"]) + "\\r\\n\\r\\n")',
+                )
+            ),
+        ),
+        c(
+            "valid: the script counts initContainers too (no case has any)",
+            frozenset(),
+            files=_script(
+                _loop(
+                    'for c in doc["spec"]["containers"]:',
+                    'for c in doc["spec"]["containers"] + doc["spec"].get("initContainers", []):',
+                )
+            ),
+        ),
+        c(
+            "5.1 quota key without requests. (nvidia.com/gpu)",
+            frozenset({"5.1"}),
+            files=_file("k8s/gpu-quota.yaml", "requests.nvidia.com/gpu: 2", 'nvidia.com/gpu: "2"'),
+        ),
+        c(
+            "3.1 nvidia.com/gpu.product set as an annotation",
+            frozenset({"3.1"}),
+            cluster=_product_as_annotation,
+        ),
+        c(
+            "8.1 placement.yaml has a YAML syntax error",
+            frozenset({"8.1"}),
+            files=_file(
+                PLACEMENT, "  containers:\n    - name: lab\n", "  containers\n    - name: lab\n"
+            ),
+        ),
+        c(
+            "4.4 plain-gpu Pending: the GPU nodes tainted",
+            frozenset({"4.4"}),
+            cluster=_steps(
+                _k("taint", "node", "lab-node-0", "lab-node-1", "gpu=busy:NoSchedule"),
+                lambda lab, wd: _kubectl(
+                    lab,
+                    "delete",
+                    "pod",
+                    "-n",
+                    "gpu-share",
+                    "plain-gpu",
+                    "--force",
+                    "--grace-period=0",
+                ),
+                lambda lab, wd: _kubectl(lab, "apply", "-f", str(wd / "k8s/mig-job.yaml")),
+            ),
+        ),
+        c(
+            "5.4 and 5.5: team-over.yaml applied before the team pods filled the quota",
+            frozenset({"5.4", "5.5"}),
+            cluster=_applied_before_the_quota_was_full,
+        ),
+        # the choices the lab text leaves open, as graders/RULES.md states them
+        c(
+            "4.2 plain-gpu with a preferred node affinity",
+            frozenset({"4.2"}),
+            files=_file(
+                "k8s/mig-job.yaml",
+                "  name: plain-gpu\n  namespace: gpu-share\nspec:\n",
+                "  name: plain-gpu\n  namespace: gpu-share\nspec:\n" + PREFERRED,
+            ),
+        ),
+        c(
+            "1.2 the file's mps differs from the cluster's (replicas 2 in the file only)",
+            frozenset({"1.2"}),
+            files=_file(
+                CM,
+                "      mps:\n        resources:\n          - name: nvidia.com/gpu\n"
+                "            replicas: 4",
+                "      mps:\n        resources:\n          - name: nvidia.com/gpu\n"
+                "            replicas: 2",
+            ),
+        ),
+        c(
+            "valid: mps added by kubectl patch, the file without it",
+            frozenset(),
+            cluster=_mps_by_patch,
+        ),
+        c(
+            "valid: shared written as a double-quoted string",
+            frozenset(),
+            cluster=_shared_as_json_string,
+        ),
         c("fresh lab, empty work dir", frozenset({ALL}), fresh=True),
         c(
             "fresh lab with lab-node-0 and lab-node-2 deleted",
@@ -677,6 +849,11 @@ def extra_cases() -> list[Case]:
             "5.4 team-over.yaml is in another namespace",
             frozenset({"5.4", "5.5"}),
             files=_file("k8s/team-over.yaml", "namespace: team-a", "namespace: gpu-share"),
+        ),
+        c(
+            "valid: team-over.yaml sets no namespace, applied with -n team-a",
+            frozenset(),
+            cluster=lambda lab, wd: _mutants().team_over_without_namespace("-n", "team-a")(lab, wd),
         ),
         c(
             "5.5 quota-denied.txt is UTF-16 (PowerShell's redirection)",

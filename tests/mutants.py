@@ -307,6 +307,19 @@ def _batch_train_on_shared(lab: Any, wd: Path) -> None:
     (wd / "out/placement.txt").write_text(nodes)
 
 
+def team_over_without_namespace(*args: str) -> Callable[[Any, Path], None]:
+    """team-over.yaml with no ``metadata.namespace``, applied with ``args`` (``-n team-a``, or
+    nothing: the current namespace, ``default``), its answer captured with ``2>&1``."""
+
+    def apply(lab: Any, wd: Path) -> None:
+        edit(wd / "k8s/team-over.yaml", "  namespace: team-a\n", "")
+        text = (wd / "k8s/team-over.yaml").read_text()
+        out = kubectl(lab, "apply", *args, "-f", "-", input=text, check=False)
+        (wd / "out/quota-denied.txt").write_text(out.stdout + out.stderr)
+
+    return apply
+
+
 def _pending_team_pod(lab: Any, wd: Path) -> None:
     _k(lab, "delete", "pod", "-n", "team-a", "team-a-2", "--grace-period=0", "--force")
     doc = (wd / "k8s/team-pods.yaml").read_text().split("---")[1]
@@ -491,6 +504,11 @@ CLUSTER_MUTANTS = [
         ),
     ),
     _m("5.3 one team pod left Pending", {"5.3"}, cluster=_pending_team_pod),
+    _m(
+        "5.4 team-over.yaml sets no namespace and went to default",
+        {"5.4", "5.5"},
+        cluster=team_over_without_namespace(),
+    ),
     _m(
         "7.1 mps config keeps timeSlicing too",
         {"7.1"},

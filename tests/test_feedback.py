@@ -721,6 +721,87 @@ def test_2_4_never_reads_a_count_from_a_config_that_gives_none(outcomes):
         assert "2.4" not in _case(outcomes, case).failures, case
 
 
+# A finding whose check's own hint would send the learner elsewhere carries its own.
+FINDING_HINTS = {
+    "6.x OVER lines name the pod, not the container": {
+        "6.2": "hint_container_name",
+        "6.5": "hint_container_name",
+    },
+    "6.x the script always exits 0": {"6.2": "hint_exit_status", "6.5": "hint_exit_status"},
+    "6.x the answer printed on standard error": {"6.2": "hint_answer_on_stdout"},
+    "6.1 script not executable": {"6.1": "hint_not_executable"},
+    "5.1 quota key without requests. (nvidia.com/gpu)": {"5.1": "hint_quota_key_prefix"},
+    "3.1 nvidia.com/gpu.product set as an annotation": {"3.1": "hint_annotation_not_label"},
+    "8.1 placement.yaml has a YAML syntax error": {"8.1": "hint_yaml_syntax"},
+    "1.2 a config in the file is not valid YAML": {"1.2": "hint_yaml_in_value"},
+    "4.3 mig-job never scheduled (MIG node cordoned)": {"4.3": "hint_node_cordoned"},
+    "4.4 plain-gpu Pending: the GPU nodes tainted": {"4.4": "hint_node_tainted"},
+    "4.x mig-job.yaml sets no namespace: its pods went to default": {"4.1": "hint_pods_elsewhere"},
+    "5.4 team-over.yaml sets no namespace and went to default": {
+        "5.4": "hint_over_elsewhere",
+        "5.5": "hint_denial_after_elsewhere",
+    },
+    "5.4 and 5.5: team-over.yaml applied before the team pods filled the quota": {
+        "5.4": "hint_applied_before_full",
+        "5.5": "hint_denial_after_admitted",
+    },
+    "7.2 and 7.3: a line that is not KEY=value": {"7.2": "hint_key_value_form"},
+    "4.2 plain-gpu with a preferred node affinity": {"4.2": "hint_preferred_affinity"},
+}
+
+
+def test_each_finding_carries_its_own_hint(outcomes):
+    got = {
+        o.case: {
+            n: f.hint.key if f.hint is not None else None
+            for n, f in o.failures.items()
+            if n in FINDING_HINTS[o.case]
+        }
+        for o in outcomes
+        if o.case in FINDING_HINTS
+    }
+    assert got == FINDING_HINTS
+    # and a check whose finding has none of these keeps its own hint
+    plain = _case(outcomes, "6.2 script reads only requests")
+    assert plain.failures["6.2"].hint is None
+
+
+def test_findings_say_what_was_found(outcomes):
+    """The headline names the fault, and Found shows what the learner wrote, never <none>."""
+    stderr = _case(outcomes, "6.x the answer printed on standard error").failures["6.2"]
+    assert stderr.problem.key == "script_reason_stderr"
+    pod = _case(outcomes, "6.x OVER lines name the pod, not the container").failures["6.2"]
+    assert pod.problem.key == "script_reason_pod_name"
+    quota = _case(outcomes, "5.1 quota key without requests. (nvidia.com/gpu)").failures["5.1"]
+    en = messages.render_failure("5.1", quota, "en")
+    assert "nvidia.com/gpu: '2'" in en and "<none>" not in en
+    note = _case(outcomes, "3.1 nvidia.com/gpu.product set as an annotation").failures["3.1"]
+    assert "annotation_not_label" in _keys(note.found)
+
+
+def test_where_into_a_multi_pod_file_names_the_pod(outcomes):
+    """k8s/placement.yaml:37 (pod batch-train): a line number alone makes the learner count
+    documents. A file that cannot be read as YAML has no pods to name."""
+    files = ("k8s/mig-job.yaml:", "k8s/placement.yaml:")
+    unnamed = {}
+    for o, number, lang, _text in _rendered(outcomes):
+        failure = o.failures[number]
+        if failure.problem is not None and failure.problem.key.startswith("yaml_"):
+            continue
+        where = render_where(failure, lang)
+        if any(f in where for f in files) and not re.search(
+            r"(\(pod |（Pod |\(파드 )\S+[)）]", where
+        ):
+            unnamed[(o.case, number, lang)] = where
+    assert unnamed == {}
+    named = _case(outcomes, "8.1 batch-train pinned by nodeName").failures["8.1"]
+    assert messages.render_value(named.where, "en").endswith("(pod batch-train)")
+
+
+def render_where(failure, lang: str) -> str:
+    return messages.render_value(failure.where, lang) if failure.where is not None else ""
+
+
 def test_a_quoted_value_names_the_type_it_should_be(outcomes):
     """Review 3, N21: replicas takes a whole number and failRequestsGreaterThanOne a boolean;
     a quoted one says which, not "a number or a boolean"."""

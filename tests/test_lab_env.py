@@ -216,6 +216,22 @@ def test_reset_reads_the_namespace_controllers_work_queue(lab, client, state):
     assert purge.wait_namespace_controller(url) < 5
 
 
+def test_unreadable_controller_is_looked_for_again_then_waited_for_blind(monkeypatch):
+    """A port nobody listens on (a controller manager not started yet): reset polls for the
+    counters, then waits blind, and says so in the log."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # closed again when the block ends: connection refused
+    monkeypatch.setattr(purge, "APPEAR_WAIT", 0.3)
+    monkeypatch.setattr(purge, "BLIND_WAIT", 0.2)
+    logged: list[str] = []
+    waited = purge.wait_namespace_controller(f"https://127.0.0.1:{port}/metrics", log=logged.append)
+    assert waited >= 0.5
+    assert len(logged) == 1
+    assert "blind" in logged[0]
+    assert f"127.0.0.1:{port}" in logged[0]
+
+
 def test_second_up_reuses_the_running_lab(lab):
     before = lab.running_components()
     assert set(before) == set(cluster.COMPONENT_BINARIES)
@@ -293,6 +309,14 @@ def test_stop_keeps_data_and_down_leaves_no_process(tmp_path):
         assert lab2.running_components() == {}
         cluster.up(name)
         assert lab2.client().get_or_none("/api/v1/namespaces/keep-me") is not None
+        # right after up the controller manager's counters are not there yet: reset looks
+        # for them again rather than waiting blind (purge.APPEAR_WAIT)
+        t0 = time.monotonic()
+        cluster.reset(name)
+        took = time.monotonic() - t0
+        print(f"reset right after up took {took:.2f}s")
+        assert took <= 3
+        assert lab2.client().get_or_none("/api/v1/namespaces/keep-me") is None
         running = [psutil.Process(p) for p in lab2.running_components().values()]
         assert len(running) == len(cluster.COMPONENT_BINARIES)
     finally:

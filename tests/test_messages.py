@@ -57,7 +57,15 @@ def test_every_key_used_in_code_exists():
     # keys built at run time: script problems and judge reasons
     from gpulab import requestcases
 
-    for reason in [*requestcases.REASONS, "timeout", "killed", "not_run", "crashed"]:
+    for reason in [
+        *requestcases.REASONS,
+        "timeout",
+        "killed",
+        "not_run",
+        "crashed",
+        "stderr",
+        "pod_name",
+    ]:
         assert f"script_reason_{reason}" in values
     for problem in ("missing", "dangling_link", "directory", "not_executable", "not_regular"):
         assert f"script_problem_{problem}" in values

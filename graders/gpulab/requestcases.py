@@ -132,6 +132,19 @@ def expected_verdict(text: str) -> Verdict:
     return _verdict_of(_load_all(text))
 
 
+def pod_names(text: str) -> set[str]:
+    """The ``metadata.name`` of every Pod in manifest ``text`` (none when it is not YAML)."""
+    try:
+        docs = _load_all(text)
+    except yaml.YAMLError:
+        return set()
+    return {
+        str(_as_dict(doc.get("metadata")).get("name"))
+        for doc in docs
+        if isinstance(doc, dict) and doc.get("kind") == "Pod"
+    } - {"None"}
+
+
 def _verdict_of(docs: list[object]) -> Verdict:
     """The oracle on already parsed documents (the generator parses each manifest only once)."""
     over: list[tuple[str, int]] = []

@@ -67,6 +67,19 @@ def _no_answer(stdout: str) -> bool:
     return not over and not saw_ok
 
 
+def _pod_named(case: Case, stdout: str) -> bool:
+    """Whether the OVER lines give the right counts under the pods' names instead of the
+    containers' (``OVER=trainer-2gpu=2`` for container ``trainer`` of pod ``trainer-2gpu``)."""
+    over, _ = requestcases.parse_output(stdout)
+    pods = requestcases.pod_names(case.manifest)
+    names = {name for name, _ in over}
+    return (
+        bool(names & pods)
+        and sorted(c for _, c in over) == sorted(c for _, c in case.expect_over)
+        and names <= pods | {name for name, _ in case.expect_over}
+    )
+
+
 def start(context: Context) -> RequestRuns:
     """Step 6's background work (its ``BACKGROUND``): every run, started now."""
     return RequestRuns.start(
@@ -241,10 +254,18 @@ class RequestRuns:
         passed, reason = requestcases.judge(case, outcome.returncode or 0, outcome.stdout)
         if outcome.returncode is None or outcome.returncode < 0:
             passed, reason = False, "killed"
+        elif not passed and _no_answer(outcome.stdout) and not _no_answer(outcome.stderr):
+            # the answer was printed, to standard error (echo ... >&2, print(file=sys.stderr)):
+            # the lab reads standard output, and "crashed" would hide the very line they wrote
+            reason = "stderr"
         elif not passed and outcome.returncode > 0 and _no_answer(outcome.stdout):
             # an error exit before any answer (a traceback, most often): the script crashed,
             # which "did not print OK" would misdescribe as a wrong answer
             reason = "crashed"
+        elif reason in ("missing_over_line", "unexpected_over_line") and _pod_named(
+            case, outcome.stdout
+        ):
+            reason = "pod_name"
         return CaseRun(case, outcome, None, passed, reason)
 
     def _as_shown(self, outcome: RunResult, name: str) -> None:

@@ -8,15 +8,21 @@ returns a value or fails the check with a problem (``fail``); none crashes on le
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TypeVar
 
 from gpulab import CONFIG_LABEL, CONFIGMAP_NAME, CONFIGMAP_NS
+from gpushare import lab_api
 from gpushare.lab_api import (
+    CheckFailed,
+    FileProblem,
     JsonObject,
     LabState,
+    LineDict,
     T,
     Value,
     fail,
     load_nodes,
+    pending_reason,
     quantity,
     show_quantity,
 )
@@ -24,10 +30,10 @@ from gpushare.lab_api import (
 # the engine's generic readers, named here too for the steps that import them from the rules
 from gpushare.lab_api import asks_one as asks_one
 from gpushare.lab_api import dig as dig
-from gpushare.lab_api import find_object as find_object
 from gpushare.lab_api import line_of as line_of
 from gpushare.lab_api import show_yaml as show_yaml
-from gpushare.lab_api import usable as usable
+
+R = TypeVar("R")
 
 LAB_NODES = load_nodes(Path(__file__).resolve().parents[1] / "lab.toml").names
 MIG_PROFILE = "nvidia.com/mig-1g.10gb"
@@ -113,3 +119,78 @@ def node_advertises(
             ),
             cause=cause,
         )
+
+
+# A file problem whose check's own hint (about the file's content) would mislead: the hint
+# for what was found instead. A YAML syntax error is found by kubectl's client-side check,
+# which names the line; a line of the isolation table that is not KEY=value gets the form.
+_PROBLEM_HINTS = {
+    "yaml_invalid": "hint_yaml_syntax",
+    "yaml_invalid_nowhere": "hint_yaml_syntax",
+    "line_not_key_value": "hint_key_value_form",
+}
+
+
+def usable(read: R | FileProblem) -> R:
+    """The engine's :func:`gpushare.lab_api.usable`, with the hint for the file's problem where
+    the check's own would mislead (``usable(work.objects(FILE))``)."""
+    key = _PROBLEM_HINTS.get(read.problem.key) if isinstance(read, FileProblem) else None
+    if isinstance(read, FileProblem) and key:
+        fail(problem=read.problem, where=read.where, hint=T(key, file=read.path), cause=read.cause)
+    return lab_api.usable(read)
+
+
+def in_pod(where: str, pod: object) -> T | str:
+    """A ``file:line`` into a file of several pods, with the pod it falls in
+    ("k8s/placement.yaml:37 (pod batch-train)"): a line number alone makes the learner count
+    documents."""
+    meta = pod.get("metadata") if isinstance(pod, dict) else None
+    name = meta.get("name") if isinstance(meta, dict) else None
+    return T("where_in_pod", where=where, pod=name) if isinstance(name, str) and name else where
+
+
+def pod_line(pod: object, rel: str, *path: str) -> T | str:
+    """:func:`line_of` into a pod of a multi-pod file, naming the pod (:func:`in_pod`)."""
+    return in_pod(line_of(pod, rel, *path), pod)
+
+
+def find_object(objs: list[LineDict], kind: str, name: str, namespace: str, rel: str) -> LineDict:
+    """The engine's :func:`gpushare.lab_api.find_object`; a pod in the wrong namespace is
+    located with its name as well (:func:`in_pod`)."""
+    try:
+        return lab_api.find_object(objs, kind, name, namespace, rel)
+    except CheckFailed as exc:
+        if kind == "Pod" and isinstance(exc.where, str) and ":" in exc.where:
+            exc.where = in_pod(exc.where, {"metadata": {"name": name}})
+        raise
+
+
+def blocked_node_hint(lab: LabState, pod: JsonObject) -> T | None:
+    """For a pod the scheduler left Pending because of a cordoned or tainted node: the hint
+    that names those nodes and how such a node is freed; None for any other reason.
+
+    ``kubectl cordon`` sets ``spec.unschedulable`` (and the taint
+    ``node.kubernetes.io/unschedulable``), which the scheduler reports as "node(s) were
+    unschedulable"; another NoSchedule/NoExecute taint the pod does not tolerate it reports as
+    "untolerated taint". The scheduler's own sentence is in the failure's Found.
+    """
+    reason = pending_reason(pod) or ""
+    try:
+        nodes = lab.nodes()
+    except Exception:  # an explanation only: never a reason to fail
+        return None
+    cordoned = sorted(n for n, o in nodes.items() if dig(o, "spec", "unschedulable") is True)
+    tainted = sorted(
+        n
+        for n, o in nodes.items()
+        if n not in cordoned
+        and any(
+            isinstance(t, dict) and t.get("effect") in ("NoSchedule", "NoExecute")
+            for t in (dig(o, "spec", "taints") or [])
+        )
+    )
+    if "unschedulable" in reason and cordoned:
+        return T("hint_node_cordoned", nodes=tuple(cordoned))
+    if "taint" in reason and tainted:
+        return T("hint_node_tainted", nodes=tuple(tainted))
+    return None

@@ -174,30 +174,55 @@ class CheckFailed(AssertionError):
             cause=cause,
         )
 
-    # the fields, read through: a test asks ``exc.problem.key`` as a check wrote it
+    # the fields, read and written through: a test asks ``exc.problem.key`` as a check wrote
+    # it, and a lab's helper may say more of where (``exc.where = ...``) before it re-raises
     @property
     def problem(self) -> T | None:
         return self.failure.problem
+
+    @problem.setter
+    def problem(self, value: T | None) -> None:
+        self.failure.problem = value
 
     @property
     def expected(self) -> Value:
         return self.failure.expected
 
+    @expected.setter
+    def expected(self, value: Value) -> None:
+        self.failure.expected = value
+
     @property
     def found(self) -> Value:
         return self.failure.found
+
+    @found.setter
+    def found(self, value: Value) -> None:
+        self.failure.found = value
 
     @property
     def where(self) -> Value:
         return self.failure.where
 
+    @where.setter
+    def where(self, value: Value) -> None:
+        self.failure.where = value
+
     @property
     def hint(self) -> T | None:
         return self.failure.hint
 
+    @hint.setter
+    def hint(self, value: T | None) -> None:
+        self.failure.hint = value
+
     @property
     def cause(self) -> str | None:
         return self.failure.cause
+
+    @cause.setter
+    def cause(self, value: str | None) -> None:
+        self.failure.cause = value
 
 
 def to_data(value: object) -> Json:

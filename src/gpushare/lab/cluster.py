@@ -468,7 +468,7 @@ def reset(name: str | None = None, client: Client | None = None, timeout: float 
             raise ClusterError(f"namespaces still terminating after {timeout:.0f}s: {left}")
         time.sleep(0.1)
     try:
-        purge.wait_namespace_controller(_controller_metrics_url(lab))
+        purge.wait_namespace_controller(_controller_metrics_url(lab), log=_log)
     except TimeoutError as exc:
         raise ClusterError(f"reset: {exc}") from exc
     ensure_nodes(client)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import http.client
 import ssl
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlsplit
 
@@ -37,8 +38,15 @@ WORKERS = 16
 # lock, so their difference is the number of syncs running right now
 _STARTED = "workqueue_queue_duration_seconds_count{"
 _FINISHED = "workqueue_work_duration_seconds_count{"
+_LEADING = 'leader_election_master_status{name="kube-controller-manager"}'
 # when the controller's metrics cannot be read: its hold plus a sync's usual length
 BLIND_WAIT = 7.0
+# Right after ``up`` the controller manager's metrics server may not answer yet, or it leads
+# and is still starting its controllers: the namespace queue's counters appear 0.2-1.2 s
+# later. Until then we look again every POLL seconds, for at most APPEAR_WAIT, before the
+# blind wait.
+POLL = 0.05
+APPEAR_WAIT = 5.0
 
 
 def namespaced_collections(client: Client) -> list[str]:
@@ -125,6 +133,18 @@ class ControllerUnknown(RuntimeError):
     """The namespace controller's metrics could not be read."""
 
 
+class NotLeading(ControllerUnknown):
+    """The controller manager runs but does not hold its lease, so no controller of it runs.
+
+    kube-controller-manager starts its controllers only once it leads (cmd/kube-controller-
+    manager/app/controllermanager.go, Run: leader election's OnStartedLeading). A restarted
+    one (``stop``, then ``up``) waits out its predecessor's lease first, about 15 s; its
+    ``leader_election_master_status`` gauge (k8s.io/component-base/metrics/prometheus/clientgo/
+    leaderelection/metrics.go, switchAdapter.Off) reads 0 meanwhile, and the namespace queue's
+    counters do not exist yet.
+    """
+
+
 def queue_counts(metrics_url: str, timeout: float = 3.0) -> tuple[int, int]:
     """(syncs started, syncs finished) so far by the namespace controller, from its metrics.
 
@@ -148,36 +168,66 @@ def queue_counts(metrics_url: str, timeout: float = 3.0) -> tuple[int, int]:
     finally:
         conn.close()
     counts: dict[str, int] = {}
+    leading: float | None = None
     for line in body.splitlines():
         for prefix in (_STARTED, _FINISHED):
             if line.startswith(prefix) and 'name="namespace"' in line:
                 counts[prefix] = round(float(line.rsplit(" ", 1)[1]))
-    if len(counts) != 2:  # renamed metrics must not read as "nothing running"
+        if line.startswith(_LEADING):
+            leading = float(line.rsplit(" ", 1)[1])
+    if len(counts) != 2:
+        # not leading yet: no controller runs. Otherwise renamed metrics must not read as
+        # "nothing running".
+        if leading == 0:
+            raise NotLeading(f"{metrics_url}: the controller manager does not lead yet")
         raise ControllerUnknown(f"{metrics_url}: no workqueue counters for the namespace queue")
     return counts[_STARTED], counts[_FINISHED]
 
 
-def wait_namespace_controller(metrics_url: str | None, timeout: float = 30.0) -> float:
+def wait_namespace_controller(
+    metrics_url: str | None,
+    timeout: float = 30.0,
+    log: Callable[[str], None] | None = None,
+) -> float:
     """Return once no namespace sync that began before this call is still running.
 
     Called after the deleted namespaces are gone. A sync that starts from now on GETs the
     namespace by name and finds it absent, or finds the learner's new one, not terminating,
     and does nothing; only a sync already running can still delete by name. So one moment
-    with no sync running is enough (usually the first look: ~20 ms). Returns the time waited.
+    with no sync running is enough (usually the first look: ~20 ms), and so is a controller
+    manager that does not lead yet (:class:`NotLeading`). Counters that cannot be read yet
+    (a controller manager whose metrics server is still starting) are looked for again
+    every :data:`POLL` s for :data:`APPEAR_WAIT` s; only then comes the blind wait, and ``log``
+    says so. Returns the time waited.
     """
     start = time.monotonic()
     deadline = start + timeout
+    unknown_since: float | None = None
+    reason = "no metrics address for the controller manager"
     while metrics_url is not None:
         try:
             started, finished = queue_counts(metrics_url)
-        except ControllerUnknown:
-            # e.g. a controller manager that is restarting: its old syncs died with it, but
-            # a new one may be about to run; the blind wait covers both
-            break
+        except NotLeading:
+            # no controller runs, so no sync is running: the deleted namespaces are gone,
+            # and a namespace controller that starts later never sees them
+            return time.monotonic() - start
+        except ControllerUnknown as exc:
+            # a controller manager that is starting or restarting: its old syncs died with
+            # it, and its counters come with its namespace controller
+            now = time.monotonic()
+            unknown_since = now if unknown_since is None else unknown_since
+            if now - unknown_since >= APPEAR_WAIT:
+                reason = str(exc)
+                break
+            time.sleep(POLL)
+            continue
+        unknown_since = None
         if started <= finished:  # no sync running at this moment
             return time.monotonic() - start
         if time.monotonic() > deadline:
             raise TimeoutError(f"the namespace controller was still busy after {timeout:.0f}s")
-        time.sleep(0.05)
+        time.sleep(POLL)
+    if log is not None:
+        log(f"namespace controller not readable ({reason}): waiting {BLIND_WAIT:.0f}s blind")
     time.sleep(BLIND_WAIT)
     return time.monotonic() - start
