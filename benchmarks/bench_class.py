@@ -99,9 +99,8 @@ def main() -> None:
         load0 = os.getloadavg()[0]
         own0 = os.times()
         t0 = time.perf_counter()
-        run = batch.grade_class(
-            [subs], tmp / "out", jobs=cores, lang="en", unsafe_no_sandbox=unsafe
-        )
+        opts = batch.ClassOptions(jobs=cores, lang="en", unsafe_no_sandbox=unsafe)
+        run = batch.grade_class([subs], tmp / "out", opts)
         wall = time.perf_counter() - t0
         own1 = os.times()
         parent = (own1.user - own0.user) + (own1.system - own0.system)

@@ -408,49 +408,8 @@ def step_class(args: argparse.Namespace) -> None:
     command = spec["containers"][0]["command"]
     results = writable(work / "results")
     claims = claim_folders(objects, subs, results)
-    start = time.monotonic()
-    with concurrent.futures.ThreadPoolExecutor(args.shards) as pool:
-        shards = list(
-            pool.map(
-                lambda i: run_pod(
-                    spec, i, args.grade, volumes_for(spec, claims, work / f"pod-{i}")
-                ),
-                range(args.shards),
-            )
-        )
-    figures[f"grading pods, {len(snaps)} snapshots, {args.shards} shards in parallel (s)"] = round(
-        time.monotonic() - start, 1
-    )
-    for i, proc in enumerate(shards):
-        log = work / f"pod-{i}.log"
-        log.write_text(proc.stdout + proc.stderr)
-        check(
-            proc.returncode == 0,
-            f"grading pod {i} exit 0 with the sandbox (got {proc.returncode}; log {log}: "
-            f"{(proc.stdout + proc.stderr).strip()[-300:]!r})",
-        )
-    printed_merge = pod.merge_spec(objects)
-    merge_command = None
-    if printed_merge is None:  # none printed (yet): the grading pod's, running the merge
-        printed_merge = spec
-        merge_command = [
-            "sh",
-            "-c",
-            f"gpushare class merge {pod_results(spec)}/shard-* --out {pod_results(spec)}/class",
-        ]
-    figures["merge"] = "the printed merge pod" if merge_command is None else "grading pod + merge"
-    with timed("merge pod (s)"):
-        proc = run_pod(
-            {k: v for k, v in printed_merge.items() if k != "initContainers"}
-            if merge_command
-            else printed_merge,
-            0,
-            args.grade,
-            volumes_for(printed_merge, claims, work / "merge"),
-            command=merge_command,
-        )
-        output = proc.stdout + proc.stderr
-    check(proc.returncode == 0, f"merge pod exit 0 ({output.strip()[-300:]!r})")
+    grading_pods(args, spec, claims, work, len(snaps))
+    merge_pod(args, spec, objects, claims, work)
     host = work / "host"
     with timed(f"host class grade, {len(snaps)} snapshots (s)"):
         done = gpushare(
@@ -477,6 +436,65 @@ def step_class(args: argparse.Namespace) -> None:
         f"grades.csv of the pods == the host's, byte for byte ({rows} learners)",
     )
     check((results / "class" / "report.html").is_file(), "the merge wrote report.html")
+
+
+def grading_pods(
+    args: argparse.Namespace, spec: dict[str, Any], claims: dict[str, Path], work: Path, count: int
+) -> None:
+    """The Job's pods, one a shard, run side by side; each exits 0 with the sandbox."""
+    start = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(args.shards) as pool:
+        shards = list(
+            pool.map(
+                lambda i: run_pod(
+                    spec, i, args.grade, volumes_for(spec, claims, work / f"pod-{i}")
+                ),
+                range(args.shards),
+            )
+        )
+    figures[f"grading pods, {count} snapshots, {args.shards} shards in parallel (s)"] = round(
+        time.monotonic() - start, 1
+    )
+    for i, proc in enumerate(shards):
+        log = work / f"pod-{i}.log"
+        log.write_text(proc.stdout + proc.stderr)
+        check(
+            proc.returncode == 0,
+            f"grading pod {i} exit 0 with the sandbox (got {proc.returncode}; log {log}: "
+            f"{(proc.stdout + proc.stderr).strip()[-300:]!r})",
+        )
+
+
+def merge_pod(
+    args: argparse.Namespace,
+    spec: dict[str, Any],
+    objects: list[dict[str, Any]],
+    claims: dict[str, Path],
+    work: Path,
+) -> None:
+    """The printed merge pod (or a grading pod running the merge) exits 0."""
+    printed_merge = pod.merge_spec(objects)
+    merge_command = None
+    if printed_merge is None:  # none printed (yet): the grading pod's, running the merge
+        printed_merge = spec
+        merge_command = [
+            "sh",
+            "-c",
+            f"gpushare class merge {pod_results(spec)}/shard-* --out {pod_results(spec)}/class",
+        ]
+    figures["merge"] = "the printed merge pod" if merge_command is None else "grading pod + merge"
+    with timed("merge pod (s)"):
+        proc = run_pod(
+            {k: v for k, v in printed_merge.items() if k != "initContainers"}
+            if merge_command
+            else printed_merge,
+            0,
+            args.grade,
+            volumes_for(printed_merge, claims, work / "merge"),
+            command=merge_command,
+        )
+        output = proc.stdout + proc.stderr
+    check(proc.returncode == 0, f"merge pod exit 0 ({output.strip()[-300:]!r})")
 
 
 def claim_folders(objects: list[dict[str, Any]], subs: Path, results: Path) -> dict[str, Path]:
@@ -619,22 +637,7 @@ def step_lab(args: argparse.Namespace) -> None:
     """The lab image as a learner's pod: up, kubectl, solve, grade 100, submit, host 100."""
     work = fresh(BUILD / "lab")
     name = "gpushare-lab-smoke"
-    podman("rm", "-f", name, check=False, capture_output=True)
-    podman(
-        "run",
-        "-d",
-        "--name",
-        name,
-        "-v",
-        f"{work}:/handin",
-        # the reference solution for this smoke test only: the image holds none
-        "-v",
-        f"{ROOT / 'solutions'}:/opt/solutions:ro",
-        args.lab,
-        "sleep",
-        "3600",
-        capture_output=True,
-    )
+    start_lab_pod(name, work, args.lab)
     try:
 
         def sh(script: str) -> subprocess.CompletedProcess[str]:
@@ -677,29 +680,50 @@ def step_lab(args: argparse.Namespace) -> None:
             f"lab: make submit wrote one snapshot ({submit.stderr[-300:]!r})",
         )
         if files:
-            host = gpushare(
-                "grade",
-                "--snapshot",
-                str(files[0]),
-                "--lang",
-                "en",
-                "--json",
-                str(work / "host.json"),
-                check=False,
-                capture_output=True,
-            )
-            score = (
-                json.loads((work / "host.json").read_text()).get("score")
-                if (work / "host.json").is_file()
-                else None
-            )
-            check(
-                host.returncode == 0 and score == 100,
-                f"lab: the submitted snapshot grades 100 on the host (got {score})",
-            )
+            host_grades_100(files[0], work / "host.json")
         sh("cd /opt/gpushare && .venv/bin/gpushare down")
     finally:
         podman("rm", "-f", "-t", "2", name, check=False, capture_output=True)
+
+
+def start_lab_pod(name: str, work: Path, image: str) -> None:
+    """The lab image's container, as a learner's pod: ``work`` is where it hands in."""
+    podman("rm", "-f", name, check=False, capture_output=True)
+    podman(
+        "run",
+        "-d",
+        "--name",
+        name,
+        "-v",
+        f"{work}:/handin",
+        # the reference solution for this smoke test only: the image holds none
+        "-v",
+        f"{ROOT / 'solutions'}:/opt/solutions:ro",
+        image,
+        "sleep",
+        "3600",
+        capture_output=True,
+    )
+
+
+def host_grades_100(snapshot: Path, out: Path) -> None:
+    """The snapshot a learner's pod handed in grades 100 on the host, with no cluster."""
+    host = gpushare(
+        "grade",
+        "--snapshot",
+        str(snapshot),
+        "--lang",
+        "en",
+        "--json",
+        str(out),
+        check=False,
+        capture_output=True,
+    )
+    score = json.loads(out.read_text()).get("score") if out.is_file() else None
+    check(
+        host.returncode == 0 and score == 100,
+        f"lab: the submitted snapshot grades 100 on the host (got {score})",
+    )
 
 
 STEPS = {

@@ -60,6 +60,7 @@ import yaml
 
 from deploy import pod
 from gpushare import version
+from gpushare.classroom import cli as class_cli
 from gpushare.data import JsonObject
 from gpushare.submissions.snapshot import SUFFIX
 
@@ -103,22 +104,73 @@ def manifests(
     meta: JsonObject = {"labels": labels}
     if namespace:
         meta["namespace"] = namespace
-    command = [
-        "gpushare",
-        "class",
-        "grade",
-        SNAPSHOTS,
-        "--out",
-        f"{RESULTS}/shard-$({INDEX})",
-        "--shard",
-        f"$({INDEX})/{shards}",
-        *(grade_args or []),
+    # each pod its shard: the completion index, through the annotation the env names
+    shard = ["--out", f"{RESULTS}/shard-$({INDEX})", "--shard", f"$({INDEX})/{shards}"]
+    command = ["gpushare", "class", "grade", SNAPSHOTS, *shard, *(grade_args or [])]
+    command += ["--unsafe-no-sandbox"] if unsafe_no_sandbox else []
+    container = _grade_container(image, command, cpu, memory, unsafe_no_sandbox)
+    claim_names = (snapshots_claim, results_claim)
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, **meta},
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": shards,
+            "parallelism": shards,
+            "backoffLimitPerIndex": 1,
+            "template": _pod_template(labels, container, claim_names, unsafe_no_sandbox),
+            # a refusal (exit 2: not the expected snapshots, no sandbox) fails its index
+            # without a retry that could only be refused again
+            "podFailurePolicy": {
+                "rules": [
+                    {"action": "FailIndex", "onExitCodes": {"operator": "In", "values": [2]}},
+                    {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
+                ]
+            },
+        },
+    }
+    if not claims:
+        return [job]
+    sizes = ((snapshots_claim, snapshots_size), (results_claim, results_size))
+    return [*_claims(sizes, meta, storage_class), job]
+
+
+def _pod_template(
+    labels: JsonObject, container: JsonObject, claims: tuple[str, str], unsafe_no_sandbox: bool
+) -> JsonObject:
+    """A grading pod: its own user namespace (unless without the sandbox), the claims mounted,
+    and an init container that waits for the snapshots' marker."""
+    snapshots_claim, results_claim = claims
+    volumes = [
+        {
+            "name": "snapshots",
+            "persistentVolumeClaim": {"claimName": snapshots_claim, "readOnly": True},
+        },
+        {"name": "results", "persistentVolumeClaim": {"claimName": results_claim}},
+        {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
     ]
-    if unsafe_no_sandbox:
-        command.append("--unsafe-no-sandbox")
+    return {
+        "metadata": {"labels": labels},
+        "spec": {
+            "restartPolicy": "Never",
+            **({} if unsafe_no_sandbox else {"hostUsers": False}),
+            "securityContext": {**_POD_USER},
+            "containers": [container],
+            "volumes": volumes,
+            "initContainers": _wait_ready(container["image"]),
+        },
+    }
+
+
+def _grade_container(
+    image: str, command: list[str], cpu: str, memory: str, unsafe_no_sandbox: bool
+) -> JsonObject:
+    """The container that grades one shard: locked down, but for what the sandbox needs
+    (no seccomp or AppArmor profile of the runtime's, an unmasked /proc)."""
     profile = "RuntimeDefault" if unsafe_no_sandbox else "Unconfined"
     sandbox_needs = {} if unsafe_no_sandbox else {"procMount": "Unmasked"}
-    container = {
+    return {
         "name": "grade",
         "image": image,
         "command": command,
@@ -147,49 +199,15 @@ def manifests(
             {"name": "tmp", "mountPath": "/tmp"},
         ],
     }
-    job = {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name, **meta},
-        "spec": {
-            "completionMode": "Indexed",
-            "completions": shards,
-            "parallelism": shards,
-            "backoffLimitPerIndex": 1,
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    "restartPolicy": "Never",
-                    **({} if unsafe_no_sandbox else {"hostUsers": False}),
-                    "securityContext": {**_POD_USER},
-                    "containers": [container],
-                    "volumes": [
-                        {
-                            "name": "snapshots",
-                            "persistentVolumeClaim": {
-                                "claimName": snapshots_claim,
-                                "readOnly": True,
-                            },
-                        },
-                        {"name": "results", "persistentVolumeClaim": {"claimName": results_claim}},
-                        {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
-                    ],
-                    "initContainers": _wait_ready(image),
-                },
-            },
-            # a refusal (exit 2: not the expected snapshots, no sandbox) fails its index
-            # without a retry that could only be refused again
-            "podFailurePolicy": {
-                "rules": [
-                    {"action": "FailIndex", "onExitCodes": {"operator": "In", "values": [2]}},
-                    {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
-                ]
-            },
-        },
-    }
+
+
+def _claims(
+    sizes: tuple[tuple[str, str], ...], meta: JsonObject, storage_class: str | None
+) -> list[JsonObject]:
+    """The two claims, ReadWriteMany both: the loader writes the snapshots, every shard writes
+    its results."""
     objects: list[JsonObject] = []
-    # ReadWriteMany both: the loader writes the snapshots, every shard writes its results
-    for claim, size in ((snapshots_claim, snapshots_size), (results_claim, results_size)):
+    for claim, size in sizes:
         spec: JsonObject = {
             "accessModes": ["ReadWriteMany"],
             "resources": {"requests": {"storage": size}},
@@ -198,7 +216,7 @@ def manifests(
             spec["storageClassName"] = storage_class
         kind = {"apiVersion": "v1", "kind": "PersistentVolumeClaim"}
         objects.append({**kind, "metadata": {"name": claim, **meta}, "spec": spec})
-    return [*objects, job] if claims else [job]
+    return objects
 
 
 # --------------------------------------------------------------------------- the procedure
@@ -359,21 +377,7 @@ def procedure(args: argparse.Namespace) -> list[Step]:
             claims,
             [] if claims else ["# (--no-claims: they exist already)"],
         ),
-        Step(
-            f"2. The loader: stream the {expect} snapshots into their claim, then mark them "
-            "complete.",
-            [_helper_pod(loader, meta, image, args.snapshots_claim, SNAPSHOTS, False, 7200)],
-            [
-                f"k wait --for=condition=Ready pod/{loader} --timeout=15m",
-                f"k exec {loader} -- rm -f {SNAPSHOTS}/{READY}",
-                # the whole folder, its layout kept: a folder per learner, an LMS export's
-                # names or a roster decide whose each snapshot is (classroom/identity.py)
-                f'tar -cf - -C "$SNAPSHOTS" . | k exec -i {loader} -- tar -xf - -C {SNAPSHOTS}',
-                f"k exec {loader} -- touch {SNAPSHOTS}/{READY}",
-                f"k delete pod {loader} --wait=false",
-            ],
-            [f"k delete pod {loader} --ignore-not-found"],
-        ),
+        _loader_step(loader, meta, image, args.snapshots_claim, expect),
         Step(
             f"3. The Indexed Job: {shards} pods, each waits for the marker, then grades its shard "
             f"of exactly {expect} snapshots.",
@@ -386,22 +390,45 @@ def procedure(args: argparse.Namespace) -> list[Step]:
             [merge_job(args, meta)],
             [f"wait_job {merger}"],
         ),
-        Step(
-            '5. The results out: class/ into "$OUT" (grades.csv, report.html, every '
-            "learner's results).",
-            [_helper_pod(retriever, meta, image, args.results_claim, RESULTS, True, 3600)],
-            [
-                f"k wait --for=condition=Ready pod/{retriever} --timeout=15m",
-                'mkdir -p "$OUT"',
-                f'k exec {retriever} -- tar -cf - -C {RESULTS}/class . | tar -xf - -C "$OUT"',
-                f"k delete pod {retriever} --wait=false",
-                'echo "grades.csv:  $OUT/grades.csv"',
-                'echo "report.html: $OUT/report.html"',
-            ],
-            [f"k delete pod {retriever} --ignore-not-found"],
-        ),
+        _retriever_step(retriever, meta, image, args.results_claim),
     ]
     return steps
+
+
+def _loader_step(loader: str, meta: JsonObject, image: str, claim: str, expect: int) -> Step:
+    """Step 2: a helper pod that holds the snapshots' claim while the operator's tar fills it."""
+    return Step(
+        f"2. The loader: stream the {expect} snapshots into their claim, then mark them complete.",
+        [_helper_pod(loader, meta, image, claim, SNAPSHOTS, False, 7200)],
+        [
+            f"k wait --for=condition=Ready pod/{loader} --timeout=15m",
+            f"k exec {loader} -- rm -f {SNAPSHOTS}/{READY}",
+            # the whole folder, its layout kept: a folder per learner, an LMS export's
+            # names or a roster decide whose each snapshot is (classroom/identity.py)
+            f'tar -cf - -C "$SNAPSHOTS" . | k exec -i {loader} -- tar -xf - -C {SNAPSHOTS}',
+            f"k exec {loader} -- touch {SNAPSHOTS}/{READY}",
+            f"k delete pod {loader} --wait=false",
+        ],
+        [f"k delete pod {loader} --ignore-not-found"],
+    )
+
+
+def _retriever_step(retriever: str, meta: JsonObject, image: str, claim: str) -> Step:
+    """Step 5: a helper pod that holds the results' claim while the class folder is copied out."""
+    return Step(
+        '5. The results out: class/ into "$OUT" (grades.csv, report.html, every '
+        "learner's results).",
+        [_helper_pod(retriever, meta, image, claim, RESULTS, True, 3600)],
+        [
+            f"k wait --for=condition=Ready pod/{retriever} --timeout=15m",
+            'mkdir -p "$OUT"',
+            f'k exec {retriever} -- tar -cf - -C {RESULTS}/class . | tar -xf - -C "$OUT"',
+            f"k delete pod {retriever} --wait=false",
+            'echo "grades.csv:  $OUT/grades.csv"',
+            'echo "report.html: $OUT/report.html"',
+        ],
+        [f"k delete pod {retriever} --ignore-not-found"],
+    )
 
 
 def pod_security(args: argparse.Namespace) -> str:
@@ -616,30 +643,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--results-size", default="1Gi", metavar="SIZE")
     parser.add_argument("--cpu", default="2", help="CPU request of a pod (default 2)")
     parser.add_argument("--memory", default="2Gi", help="memory of a pod (default 2Gi)")
-    parser.add_argument(
-        "--seed",
-        type=int,
-        default=0,
-        help="base seed of the unseen cases, mixed with each snapshot's hash (default 0)",
-    )
-    parser.add_argument("--lang", help="language of feedback and report (default: zh)")
-    parser.add_argument(
-        "--timeout",
-        type=float,
-        default=60.0,
-        metavar="SECONDS",
-        help="time limit of one submission's grade (default 60)",
-    )
-    parser.add_argument(
-        "--jobs", type=int, metavar="N", help="grading processes (default: the CPU request)"
-    )
-    parser.add_argument(
-        "--all", action="store_true", help="every snapshot, not only each learner's latest"
-    )
-    parser.add_argument(
-        "--unsafe-no-sandbox",
-        action="store_true",
-        help="run learners' scripts without bubblewrap (only for trusted work)",
+    class_cli.add_grade_options(
+        parser,
+        lang_help="language of feedback and report (default: zh)",
+        jobs_default="the CPU request",
     )
     return parser
 

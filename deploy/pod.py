@@ -137,11 +137,42 @@ def run_args(
     if unknown:
         raise ValueError(f"unknown settings to drop: {sorted(unknown)}")
     chosen = _container(spec, container)
-    pod_sc = spec.get("securityContext", {})
-    sc = {**pod_sc, **chosen.get("securityContext", {})}  # the container's settings win
     args = ["--rm"]
     if name:
         args += ["--name", name]
+    args += _security_args(spec, chosen, drop, localhost_profiles, userns_range)
+    limits = chosen.get("resources", {}).get("limits", {})
+    if "memory" in limits:
+        args += ["--memory", _quantity_bytes(limits["memory"])]
+    if "cpu" in limits:
+        args += ["--cpus", str(limits["cpu"])]
+    env = _env(chosen, index)
+    for key, value in env.items():
+        args += ["-e", f"{key}={value}"]
+    args += _mount_args(spec, chosen, volumes)
+    if "workingDir" in chosen:
+        args += ["--workdir", chosen["workingDir"]]
+    command = [expand(part, env) for part in chosen.get("command", [])]
+    words = [expand(part, env) for part in chosen.get("args", [])]
+    if command:  # the image's entrypoint replaced, as the kubelet does
+        args += ["--entrypoint", command[0], image, *command[1:], *words]
+    else:  # args alone replace the image's CMD only
+        args += [image, *words]
+    return args
+
+
+def _security_args(
+    spec: dict[str, Any],
+    chosen: dict[str, Any],
+    drop: frozenset[str],
+    localhost_profiles: str | None,
+    userns_range: tuple[int, int] | None,
+) -> list[str]:
+    """The pod's and the container's securityContext (the container's settings win), and the
+    user namespace, as podman's options."""
+    pod_sc = spec.get("securityContext", {})
+    sc = {**pod_sc, **chosen.get("securityContext", {})}
+    args: list[str] = []
     if userns_range is not None:
         first, count = userns_range
         args += ["--uidmap", f"0:{first}:{count}", "--gidmap", f"0:{first}:{count}"]
@@ -172,11 +203,12 @@ def run_args(
     apparmor = sc.get("appArmorProfile", {}) if "appArmorProfile" not in drop else {}
     if apparmor.get("type") == "Unconfined":
         args += ["--security-opt", "apparmor=unconfined"]
-    limits = chosen.get("resources", {}).get("limits", {})
-    if "memory" in limits:
-        args += ["--memory", _quantity_bytes(limits["memory"])]
-    if "cpu" in limits:
-        args += ["--cpus", str(limits["cpu"])]
+    return args
+
+
+def _env(chosen: dict[str, Any], index: int) -> dict[str, str]:
+    """The container's environment: values expanded as the kubelet does, the Job's completion
+    index for pod ``index``."""
     env: dict[str, str] = {}
     for item in chosen.get("env", []):
         if "value" in item:
@@ -185,8 +217,12 @@ def run_args(
             env[item["name"]] = str(index)
         else:
             raise ValueError(f"env {item['name']}: a valueFrom this translation does not know")
-    for key, value in env.items():
-        args += ["-e", f"{key}={value}"]
+    return env
+
+
+def _mount_args(spec: dict[str, Any], chosen: dict[str, Any], volumes: dict[str, str]) -> list[str]:
+    """Each mount: a host folder of ``volumes``, or an emptyDir that names none as a tmpfs."""
+    args: list[str] = []
     by_name = {v["name"]: v for v in spec.get("volumes", [])}
     for mount in chosen.get("volumeMounts", []):
         volume = by_name[mount["name"]]
@@ -202,12 +238,4 @@ def run_args(
             "-v",
             f"{volumes[mount['name']]}:{mount['mountPath']}" + (":ro" if read_only else ""),
         ]
-    if "workingDir" in chosen:
-        args += ["--workdir", chosen["workingDir"]]
-    command = [expand(part, env) for part in chosen.get("command", [])]
-    words = [expand(part, env) for part in chosen.get("args", [])]
-    if command:  # the image's entrypoint replaced, as the kubelet does
-        args += ["--entrypoint", command[0], image, *command[1:], *words]
-    else:  # args alone replace the image's CMD only
-        args += [image, *words]
     return args

@@ -16,7 +16,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import NoReturn, TypeAlias
 
 import gpushare
 from gpushare.classroom import cli as class_cli
@@ -59,13 +59,24 @@ def _add_cluster(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cluster", **dict(grade.SHARED_OPTIONS)["--cluster"])  # as grade says it
 
 
+_Sub: TypeAlias = "argparse._SubParsersAction[_Parser]"  # generic to the type checker only
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="gpushare", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    _add_lifecycle(sub)
+    _add_capture(sub)
+    _add_grade(sub)
+    _add_gradescope(sub)
+    _add_class(sub)
+    return parser
 
-    p = sub.add_parser("setup", help="find or build the pinned control-plane binaries")
-    p.add_argument("--print", action="store_true", help="print the binaries' paths as JSON")
+
+def _add_lifecycle(sub: _Sub) -> None:
+    """The lab's own commands: ``setup``, ``up`` ... ``env``, and ``solve``."""
+    sub.add_parser("setup", help="find or build the pinned control-plane binaries")
 
     for name, text in [
         ("up", "create, restart or reuse the lab cluster with its three nodes"),
@@ -97,15 +108,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="only these steps: --step 1,2 or --step 1 --step 2 (default: all)",
     )
 
+
+def _add_capture(sub: _Sub) -> None:
+    """``snapshot`` and ``submit``: the same capture, for the instructor or handed in."""
     p = sub.add_parser(
         "snapshot", help="capture the cluster and work dir into one hashed file, for grading"
     )
-    _add_cluster(p)
-    p.add_argument(
-        "--workdir", help="the work directory (default: $GPUSHARE_WORKDIR or /root/gpushare)"
-    )
-    p.add_argument("--kubeconfig", help="capture this cluster (default: $KUBECONFIG, else the lab)")
-    p.add_argument("--context", help="kubeconfig context (default: current-context)")
+    _add_capture_target(p)
     p.add_argument("--learner", help="learner id (default: $GPUSHARE_LEARNER, else the user name)")
     p.add_argument("--out", help="file or folder to write (default: the current folder)")
 
@@ -116,16 +125,24 @@ def build_parser() -> argparse.ArgumentParser:
         "the learner id, and say what to do with it (upload it to the LMS assignment). The id: "
         "--learner, else $GPUSHARE_LEARNER, else the one given last time, else asked once.",
     )
+    _add_capture_target(p)
+    p.add_argument("--learner", help="learner id (default: $GPUSHARE_LEARNER, else asked once)")
+    p.add_argument("--out", help="file or folder to write (default: the work directory)")
+    p.add_argument("--lang", help="language of what is said (default: as grade's)")
+
+
+def _add_capture_target(p: argparse.ArgumentParser) -> None:
+    """What a capture reads: the lab (or a kubeconfig's cluster) and the work directory."""
     _add_cluster(p)
     p.add_argument(
         "--workdir", help="the work directory (default: $GPUSHARE_WORKDIR or /root/gpushare)"
     )
     p.add_argument("--kubeconfig", help="capture this cluster (default: $KUBECONFIG, else the lab)")
     p.add_argument("--context", help="kubeconfig context (default: current-context)")
-    p.add_argument("--learner", help="learner id (default: $GPUSHARE_LEARNER, else asked once)")
-    p.add_argument("--out", help="file or folder to write (default: the work directory)")
-    p.add_argument("--lang", help="language of what is said (default: as grade's)")
 
+
+def _add_grade(sub: _Sub) -> None:
+    """``grade`` and ``watch``: one learner's lab, once or live."""
     p = sub.add_parser("grade", help="grade a learner's cluster and work directory")
     grade.add_options(p.add_argument)  # the options pytest shares
     p.add_argument("--junitxml", metavar="FILE", help="write JUnit XML (xunit2)")
@@ -169,6 +186,9 @@ def build_parser() -> argparse.ArgumentParser:
     for flag in ("--workdir", "--kubeconfig", "--context", "--cluster", "--lang"):
         p.add_argument(flag, **shared[flag])
 
+
+def _add_gradescope(sub: _Sub) -> None:
+    """``gradescope bundle|run``: the Gradescope autograder (gpushare.lms.gradescope)."""
     p = sub.add_parser("gradescope", help="the Gradescope autograder: build its bundle, run it")
     gs = p.add_subparsers(dest="gradescope_command", required=True, parser_class=_Parser)
     b = gs.add_parser("bundle", help="write autograder.zip in Gradescope's layout")
@@ -193,47 +213,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r = gs.add_parser("run", help="what run_autograder runs: grade submission/, write results/")
     r.add_argument("--root", help="the autograder root (default: $AUTOGRADER_ROOT, /autograder)")
-    _add_class(sub)
-    return parser
 
 
-def _add_class(sub: argparse._SubParsersAction[_Parser]) -> None:
+def _add_class(sub: _Sub) -> None:
     """``gpushare class grade|merge|export``: a whole class of snapshots (classroom, lms); the
     Kubernetes procedure that runs it is the operator's (``python -m deploy.job``)."""
     p = sub.add_parser("class", help="grade a whole class of snapshots, shard, merge, export it")
     cls = p.add_subparsers(dest="class_command", required=True, parser_class=_Parser)
-
-    def common(q: argparse.ArgumentParser) -> None:
-        q.add_argument(
-            "--seed",
-            type=int,
-            default=0,
-            help="base seed of the unseen cases, mixed with each snapshot's hash (default 0)",
-        )
-        q.add_argument(
-            "--lang",
-            help="language of feedback and report (default: $GPUSHARE_LANG, else the "
-            "locale's, else English)",
-        )
-        q.add_argument(
-            "--timeout",
-            type=float,
-            default=60.0,
-            metavar="SECONDS",
-            help="time limit of one submission's grade (default 60)",
-        )
-        q.add_argument(
-            "--jobs", type=int, metavar="N", help="grading processes (default: the cores)"
-        )
-        q.add_argument(
-            "--all", action="store_true", help="every snapshot, not only each learner's latest"
-        )
-        q.add_argument(
-            "--unsafe-no-sandbox",
-            action="store_true",
-            help="run learners' scripts without bubblewrap (only for trusted work)",
-        )
-
     q = cls.add_parser("grade", help="grade snapshots in parallel into one class folder")
     q.add_argument("paths", nargs="+", metavar="PATH", help="a snapshot or a folder of them")
     q.add_argument("--out", required=True, metavar="DIR", help="the class folder to write")
@@ -256,7 +242,7 @@ def _add_class(sub: argparse._SubParsersAction[_Parser]) -> None:
         metavar="TIME",
         help="flag snapshots captured after this ISO 8601 time (UTC unless it says)",
     )
-    common(q)
+    class_cli.add_grade_options(q)
 
     q = cls.add_parser("merge", help="merge shard folders into one CSV and one report")
     q.add_argument("shards", nargs="+", metavar="SHARD_DIR")
@@ -269,7 +255,7 @@ def _add_class(sub: argparse._SubParsersAction[_Parser]) -> None:
     _add_export(cls)
 
 
-def _add_export(cls: argparse._SubParsersAction[_Parser]) -> None:
+def _add_export(cls: _Sub) -> None:
     """``gpushare class export``: a class folder in an LMS's gradebook import (gpushare.lms)."""
     q = cls.add_parser(
         "export",
@@ -400,25 +386,16 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         return gradescope.run_cli(args)
 
+    return _lab_command(args)
+
+
+def _lab_command(args: argparse.Namespace) -> int:
+    """The lab's lifecycle and ``solve``: its known failures end as one line, exit 2."""
     from gpushare.lab import binaries, cluster, nodes  # lazy: 15 ms (the client, TLS)
 
     try:
         if args.command == "setup":
-            precompile(graders_dir())
-            pruned = runtime.prune()
-            if pruned:
-                print(
-                    f"[gpushare] removed {len(pruned)} copies of the sandbox's python3 that no "
-                    f"grade uses any more ({os.path.dirname(pruned[0])})",
-                    file=sys.stderr,
-                )
-            paths = binaries.ensure()
-            if args.print:
-                print(json.dumps({k: str(v) for k, v in paths.items()}, indent=2))
-            else:
-                for name, path in paths.items():
-                    print(f"{name:<24} {path}")
-            return EXIT_OK
+            return _setup()
         if args.command == "up":
             lab = cluster.up(args.cluster)
             print(f'lab {lab.name} is up; run: eval "$(gpushare env)"')
@@ -461,6 +438,23 @@ def _dispatch(args: argparse.Namespace) -> int:
     ) as exc:
         return _fail(str(exc))
     return _fail(f"unknown command {args.command}")
+
+
+def _setup() -> int:
+    """``gpushare setup``: the graders compiled, stale sandbox runtimes pruned, the binaries."""
+    from gpushare.lab import binaries
+
+    precompile(graders_dir())
+    pruned = runtime.prune()
+    if pruned:
+        print(
+            f"[gpushare] removed {len(pruned)} copies of the sandbox's python3 that no "
+            f"grade uses any more ({os.path.dirname(pruned[0])})",
+            file=sys.stderr,
+        )
+    for name, path in binaries.ensure().items():
+        print(f"{name:<24} {path}")
+    return EXIT_OK
 
 
 def _print_status(info: JsonObject) -> None:

@@ -95,55 +95,108 @@ def offered(lang: str) -> str:
         raise InputError(str(exc)) from None
 
 
+@dataclass(frozen=True)
+class ClassOptions:
+    """How a class is graded: ``class grade``'s options, one object from the command line (or
+    a benchmark) to :func:`grade_class`."""
+
+    jobs: int | None = None  # grading processes (default: the cores)
+    every: bool = False  # every snapshot, not only each learner's latest
+    previous: Path | None = None  # an earlier class folder: show what changed
+    seed: int = 0
+    lang: str = "en"  # chosen by the command line (gpushare.cli.choose_lang)
+    timeout: float = DEFAULT_TIMEOUT  # one submission's grade
+    shard: tuple[int, int] = (0, 1)
+    unsafe_no_sandbox: bool = False
+    policy: Path | None = None
+    roster: Path | None = None
+    deadline: str | None = None
+
+
 def grade_class(
     paths: list[Path],
     out: Path,
-    *,
-    jobs: int | None = None,
-    every: bool = False,
-    previous: Path | None = None,
-    seed: int = 0,
-    lang: str,
-    timeout: float = DEFAULT_TIMEOUT,
-    shard: tuple[int, int] = (0, 1),
-    unsafe_no_sandbox: bool = False,
-    policy: Path | None = None,
+    opts: ClassOptions = ClassOptions(),
     progress: Callable[[int], Progress] | None = None,
-    roster: Path | None = None,
-    deadline: str | None = None,
 ) -> ClassRun:
     """Grade the class; raises :class:`InputError` (one line) when nothing can be graded.
 
     ``progress(total)`` makes the progress display once the submissions are chosen.
     """
     started = time.monotonic()
-    lang = offered(lang)
-    if timeout <= 0:
+    lang = offered(opts.lang)
+    if opts.timeout <= 0:
         raise InputError("--timeout must be more than 0 seconds")
-    due = _deadline(deadline)
+    due = _deadline(opts.deadline)
+    layout, superseded, chosen = _choose(paths, opts)
+    before = _previous(opts.previous)
+    visibility = _policy(opts.policy)
+    _require_sandbox(opts.unsafe_no_sandbox)
+    if not opts.unsafe_no_sandbox:  # the uid level: no learner's script may read the class's files
+        policy = [opts.policy] if opts.policy else []
+        _refuse_unprotected(levels.protect_at_uid([*paths, out, *policy]))
+    checks = gradebook.catalog(visibility)  # worth the policy's points, where it sets any
+    out.mkdir(parents=True, exist_ok=True)
+    folders = [s.folder(opts.every) for s in chosen]
+    _drop_stale(out, set(folders))
+    tasks, blocked = _tasks(chosen, out, folders, lang, opts, (checks, visibility))
+    rows, costs = _grade_all(tasks, blocked, folders, opts, progress)
+    rows = gradebook.ordered(rows)
+    seed, shard = opts.seed, opts.shard
+    run = finish(
+        out,
+        rows,
+        checks,
+        lang,
+        seed,
+        previous=opts.previous,
+        before=before,
+        started=started,
+        costs=costs,
+        partial=shard[1] > 1,
+        deadline=due,
+    )
+    run.superseded = superseded
+    run.notes = list(layout.notes)
+    extra = {"deadline": opts.deadline.strip()} if opts.deadline else {}
+    write_class_file(out, seed=seed, lang=lang, shard=f"{shard[0]}/{shard[1]}", **extra)
+    return run
+
+
+def _choose(
+    paths: list[Path], opts: ClassOptions
+) -> tuple[identity.Layout, int, list[inputs.Submission]]:
+    """Whose each snapshot is (the layout), how many files are older snapshots of learners
+    graded (superseded), and those this run grades: each learner's latest (or every one), of
+    this shard."""
     found = inputs.locate(paths)
     if not found:
         raise InputError(f"no snapshot (*.gpushare.tgz) in {', '.join(map(str, paths))}")
     try:
-        layout = identity.Layout(roster)
+        layout = identity.Layout(opts.roster)
         layout.survey(found)
         described = [inputs.describe(p, root, layout) for p, root in found]
     except identity.LayoutError as exc:
         raise InputError(str(exc)) from None
-    selected = inputs.select(described, every)
+    selected = inputs.select(described, opts.every)
     chosen = [replace(s, shipped=flags.shipped_name(s.path)) for s in selected]
-    chosen = inputs.shard(chosen, *shard)
-    before = _previous(previous)
-    visibility = _policy(policy)
-    _require_sandbox(unsafe_no_sandbox)
-    if not unsafe_no_sandbox:  # the uid level: no learner's script may read the class's files
-        _refuse_unprotected(levels.protect_at_uid([*paths, out, *([policy] if policy else [])]))
-    checks = gradebook.catalog(visibility)  # worth the policy's points, where it sets any
-    out.mkdir(parents=True, exist_ok=True)
-    folders = [s.folder(every) for s in chosen]
-    _drop_stale(out, set(folders))
+    superseded = len(described) - len(selected)
+    return layout, superseded, inputs.shard(chosen, *opts.shard)
+
+
+def _tasks(
+    chosen: list[inputs.Submission],
+    out: Path,
+    folders: list[str],
+    lang: str,
+    opts: ClassOptions,
+    shown: tuple[list[CheckInfo], Policy | None],
+) -> tuple[list[worker.Task], dict[int, str]]:
+    """One worker task a submission, and those whose folder cannot be made (an error row each,
+    not graded). ``shown``: the checks and the policy that says what learners see of them."""
+    checks, visibility = shown
     tasks: list[worker.Task] = []
-    blocked: dict[int, str] = {}  # a row whose folder cannot be made: an error row, not graded
+    blocked: dict[int, str] = {}
     for sub, folder in zip(chosen, folders, strict=True):
         try:
             (out / folder).mkdir(parents=True, exist_ok=True)
@@ -154,14 +207,26 @@ def grade_class(
                 snapshot=sub.path.resolve(),
                 folder=out / folder,
                 lang=lang,
-                seed=inputs.seed_for(seed, sub.digest),
-                timeout=timeout,
-                unsafe_no_sandbox=unsafe_no_sandbox,
+                seed=inputs.seed_for(opts.seed, sub.digest),
+                timeout=opts.timeout,
+                unsafe_no_sandbox=opts.unsafe_no_sandbox,
                 checks=tuple(checks),
                 record=sub.record(),
                 policy=visibility,
             )
         )
+    return tasks, blocked
+
+
+def _grade_all(
+    tasks: list[worker.Task],
+    blocked: dict[int, str],
+    folders: list[str],
+    opts: ClassOptions,
+    progress: Callable[[int], Progress] | None,
+) -> tuple[list[Row], list[dict[str, float]]]:
+    """The tasks graded in the pool: a row each (an error row for a blocked folder, a worker
+    that died or hung), and the cost of each graded one."""
     rows: list[Row] = []
     costs: list[dict[str, float]] = []
     shown = progress(len(tasks)) if progress else None
@@ -177,7 +242,7 @@ def grade_class(
     def failed(index: int, ended: str, why: str, seconds: float) -> None:
         """A worker that died or hung: its task's error row, written here."""
         hung = ended == pool.HUNG
-        detail = _ended_detail(ended, why, timeout + _GRACE)
+        detail = _ended_detail(ended, why, opts.timeout + _GRACE)
         kind, sort = ("timeout", "timeout") if hung else ("grader", "died")
         results = worker.write_error(tasks[index], why, kind, why=sort, detail=detail)
         done(index, worker.Graded(results, cost={}), seconds)
@@ -190,21 +255,15 @@ def grade_class(
         pool.run(
             [tasks[i] for i in graded],
             worker.grade_one,
-            jobs=max(1, jobs or default_jobs()),
-            limit=timeout + _GRACE,
+            jobs=max(1, opts.jobs or default_jobs()),
+            limit=opts.timeout + _GRACE,
             on_result=lambda i, result, seconds: done(graded[i], result, seconds),
             on_failure=lambda i, ended, why, seconds: failed(graded[i], ended, why, seconds),
             init=worker.scratch_in(scratch),
         )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    rows = gradebook.ordered(rows)
-    run = finish(out, rows, checks, lang, seed, previous, before, started, costs, shard[1] > 1, due)
-    run.superseded = len(described) - len(selected)
-    run.notes = list(layout.notes)
-    extra = {"deadline": deadline.strip()} if deadline else {}
-    write_class_file(out, seed=seed, lang=lang, shard=f"{shard[0]}/{shard[1]}", **extra)
-    return run
+    return rows, costs
 
 
 def _deadline(text: str | None) -> dt.datetime | None:
@@ -240,15 +299,18 @@ def finish(
     checks: list[CheckInfo],
     lang: str,
     seed: int,
+    *,
     previous: Path | None,
     before: list[Row] | None,
     started: float,
-    costs: list[dict[str, float]],
+    costs: list[dict[str, float]] | None = None,
     partial: bool = False,
     deadline: dt.datetime | None = None,
 ) -> ClassRun:
     """Write grades.csv and report.html of ``rows`` (a run's, or merged shards'), with the
-    suspicion flags of the whole class (:func:`flags.mark`)."""
+    suspicion flags of the whole class (:func:`flags.mark`). ``previous`` and ``before``: the
+    earlier class folder and its rows, to show what changed; ``partial``: ``rows`` are one
+    shard's; ``costs``: what each graded submission cost."""
     flags.mark(rows, deadline=deadline)
     checks = gradebook.with_points(checks, rows)
     changes = None
@@ -256,7 +318,8 @@ def finish(
         changes = regrade.compare(str(previous), before, rows, partial=partial)
     gradebook.write_text(out / gradebook.CSV_NAME, gradebook.csv_text(rows, checks))
     report.write(out / report.REPORT_NAME, rows, checks, lang, seed=seed, diff=changes)
-    return ClassRun(out, rows, checks, lang, seed, changes, time.monotonic() - started, costs)
+    seconds = time.monotonic() - started
+    return ClassRun(out, rows, checks, lang, seed, changes, seconds, costs or [])
 
 
 def _previous(previous: Path | None) -> list[Row] | None:
@@ -395,9 +458,7 @@ def run_cli(args: argparse.Namespace) -> int:
         shard = inputs.parse_shard(args.shard) if args.shard else (0, 1)
         paths = [Path(p).expanduser() for p in args.paths]
         expect_exactly(paths, args.expect)
-        run = grade_class(
-            paths,
-            Path(args.out).expanduser(),
+        opts = ClassOptions(
             jobs=args.jobs,
             every=args.all,
             previous=Path(args.previous).expanduser() if args.previous else None,
@@ -407,10 +468,10 @@ def run_cli(args: argparse.Namespace) -> int:
             shard=shard,
             unsafe_no_sandbox=args.unsafe_no_sandbox,
             policy=Path(args.policy).expanduser() if args.policy else None,
-            progress=Progress,
             roster=Path(args.roster).expanduser() if getattr(args, "roster", None) else None,
             deadline=getattr(args, "deadline", None),
         )
+        run = grade_class(paths, Path(args.out).expanduser(), opts, progress=Progress)
     except InputError as exc:
         print(f"gpushare: {exc}", file=sys.stderr)
         return 2

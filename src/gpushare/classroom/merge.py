@@ -66,10 +66,9 @@ def merge(
         checks,
         lang,
         seed,
-        previous,
-        before,
-        started,
-        [],
+        previous=previous,
+        before=before,
+        started=started,
         deadline=batch._deadline(deadline),
     )
     extra = {"deadline": deadline} if deadline else {}

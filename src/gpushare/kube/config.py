@@ -121,6 +121,35 @@ def _materialize(entry: Entry, key: str, base: Path, keep: list[int]) -> str | N
     return None
 
 
+def _tls(p: Path, cluster: Entry, user: Entry) -> ssl.SSLContext:
+    """The TLS context of an https cluster: its CA (or none checked), the user's certificate."""
+    tmp: list[int] = []
+    try:
+        # Not ssl.create_default_context(): it would trust the system CA store too, and a
+        # kubeconfig that names its cluster's CA trusts that CA alone, as kubectl does
+        # (only without one is the system store used).
+        ctx_ssl = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        if cluster.get("insecure-skip-tls-verify"):
+            ctx_ssl.check_hostname = False
+            ctx_ssl.verify_mode = ssl.CERT_NONE
+        else:
+            ca = _materialize(cluster, "certificate-authority", p.parent, tmp)
+            if ca:
+                ctx_ssl.load_verify_locations(ca)
+            else:
+                ctx_ssl.load_default_certs()
+        cert = _materialize(user, "client-certificate", p.parent, tmp)
+        key = _materialize(user, "client-key", p.parent, tmp)
+        if cert:
+            ctx_ssl.load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as exc:
+        raise KubeconfigError(f"kubeconfig {p}: unusable TLS material: {exc}") from exc
+    finally:
+        for fd in tmp:
+            os.close(fd)
+    return ctx_ssl
+
+
 def load_kubeconfig(path: str | os.PathLike[str], context: str | None = None) -> Credentials:
     """Read server, TLS material and token of ``context`` (default: current-context)."""
     p = Path(path).expanduser()
@@ -146,32 +175,7 @@ def load_kubeconfig(path: str | os.PathLike[str], context: str | None = None) ->
     server = cluster.get("server")
     if not server:
         raise KubeconfigError(f"kubeconfig {p}: cluster has no server")
-    tmp: list[int] = []
-    ctx_ssl = None
-    try:
-        if server.startswith("https"):
-            # Not ssl.create_default_context(): it would trust the system CA store too, and a
-            # kubeconfig that names its cluster's CA trusts that CA alone, as kubectl does
-            # (only without one is the system store used).
-            ctx_ssl = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-            if cluster.get("insecure-skip-tls-verify"):
-                ctx_ssl.check_hostname = False
-                ctx_ssl.verify_mode = ssl.CERT_NONE
-            else:
-                ca = _materialize(cluster, "certificate-authority", p.parent, tmp)
-                if ca:
-                    ctx_ssl.load_verify_locations(ca)
-                else:
-                    ctx_ssl.load_default_certs()
-            cert = _materialize(user, "client-certificate", p.parent, tmp)
-            key = _materialize(user, "client-key", p.parent, tmp)
-            if cert:
-                ctx_ssl.load_cert_chain(cert, key)
-    except (OSError, ssl.SSLError) as exc:
-        raise KubeconfigError(f"kubeconfig {p}: unusable TLS material: {exc}") from exc
-    finally:
-        for fd in tmp:
-            os.close(fd)
+    ctx_ssl = _tls(p, cluster, user) if server.startswith("https") else None
     token = user.get("token")
     if not token and user.get("tokenFile"):
         token = Path(user["tokenFile"]).read_text().strip()

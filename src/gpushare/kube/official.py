@@ -15,6 +15,7 @@ from pathlib import Path
 
 from gpushare.data import Json, Untyped
 from gpushare.kube.config import (
+    Entry,
     Identity,
     Target,
     current_context,
@@ -73,27 +74,11 @@ class OfficialClient(Verbs):
         try:
             contexts, _ = k8s_config.list_kube_config_contexts(target.kubeconfig)  # type: ignore[no-untyped-call]  # kubernetes has no types
             docs = documents(target)
-            wanted = current_context(target, docs)
-            chosen = next((c for c in contexts if c.get("name") == wanted), None)
-            if target.context and chosen is None:
-                names = ", ".join(c.get("name", "?") for c in contexts) or "none"
-                raise KubeconfigError(
-                    f"context {target.context!r} is not in {target.kubeconfig} (contexts: {names})"
-                )
-            if not chosen:
-                raise KubeconfigError(
-                    f"{target.kubeconfig} has no current-context; pass --context NAME"
-                )
+            chosen = _chosen(target, contexts, current_context(target, docs))
             ctx = chosen.get("context") or {}
             user_name = str(ctx.get("user") or "")
             user = user_entry(docs, user_name)
-            interactive = interactive_plugin(user)
-            if interactive:
-                raise KubeconfigError(
-                    f"user {user_name!r} logs in with {interactive!r}, which needs an interactive "
-                    "login (exec interactiveMode: Always) and no terminal is attached; log in "
-                    "first and pass a kubeconfig with a token, or run from a terminal"
-                )
+            _refuse_interactive(user_name, user)
             configuration = k8s_client.Configuration()
             k8s_config.load_kube_config(  # type: ignore[no-untyped-call]  # kubernetes has no types
                 config_file=target.kubeconfig,
@@ -181,3 +166,27 @@ def _reason(exc: Exception) -> str:
     """urllib3 wraps the cause (refused, reset, timed out) in MaxRetryError: show the cause."""
     inner = getattr(exc, "reason", None)
     return str(inner or exc) or type(exc).__name__
+
+
+def _chosen(target: Target, contexts: list[Untyped], wanted: str | None) -> Untyped:
+    """The context entry to use: ``--context``'s, else the current-context's."""
+    chosen = next((c for c in contexts if c.get("name") == wanted), None)
+    if target.context and chosen is None:
+        names = ", ".join(c.get("name", "?") for c in contexts) or "none"
+        raise KubeconfigError(
+            f"context {target.context!r} is not in {target.kubeconfig} (contexts: {names})"
+        )
+    if not chosen:
+        raise KubeconfigError(f"{target.kubeconfig} has no current-context; pass --context NAME")
+    return chosen
+
+
+def _refuse_interactive(user_name: str, user: Entry) -> None:
+    """A login that asks at a terminal would hang a grade: refuse it, saying what to do."""
+    interactive = interactive_plugin(user)
+    if interactive:
+        raise KubeconfigError(
+            f"user {user_name!r} logs in with {interactive!r}, which needs an interactive "
+            "login (exec interactiveMode: Always) and no terminal is attached; log in "
+            "first and pass a kubeconfig with a token, or run from a terminal"
+        )

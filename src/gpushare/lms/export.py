@@ -105,76 +105,91 @@ def points_of(text: str | None) -> Decimal | None:
     return value
 
 
-def export(
-    class_dir: Path,
-    *,
-    lms: list[str],
-    roster: Path | None,
-    assignment: str,
-    assignment_id: str | None = None,
-    points: str | None = None,
-    moodle_id: str = "email",
-    with_feedback: bool = False,
-    missing_zero: bool = False,
-    lang: str | None = None,
-    fallback_lang: str = messages.REFERENCE,
-    to: Path | None = None,
-) -> tuple[list[Written], Roster]:
+@dataclass(frozen=True)
+class ExportOptions:
+    """What ``class export`` writes: which LMS's import, for which assignment, how."""
+
+    lms: list[str]  # "canvas", "moodle" or both
+    roster: Path | None
+    assignment: str
+    assignment_id: str | None = None  # Canvas
+    points: str | None = None  # default: the lab's maximum score
+    moodle_id: str = "email"
+    with_feedback: bool = False  # Moodle: a column saying the points lost
+    missing_zero: bool = False  # a roster learner with no submission gets 0, not blank
+    lang: str | None = None  # chosen by the command line; None: each learner's
+    fallback_lang: str = "en"  # a learner's own is unknown: the command's (cli.choose_lang)
+    to: Path | None = None  # default: the class folder
+
+
+def export(class_dir: Path, opts: ExportOptions) -> tuple[list[Written], Roster]:
     """Write each LMS's import and side file; ExportError (one line) when nothing can be."""
-    if not lms:
-        raise ExportError("say which LMS to export for: --canvas, --moodle or both")
-    if with_feedback and "moodle" not in lms:
-        raise ExportError("--feedback is a column of the Moodle import: add --moodle")
-    if "moodle" in lms and roster is None:
-        raise ExportError(
-            "--moodle needs --roster: Moodle identifies users by e-mail, "
-            "username or ID number, which only the roster knows"
-        )
-    if lang is not None:
-        try:
-            lang = messages.offered(lang)
-        except ValueError as exc:
-            raise ExportError(str(exc)) from None
-    if not assignment.strip():
-        raise ExportError("--assignment: the assignment's name is empty")
-    possible = points_of(points)
+    lang = _checked(opts)
+    possible = points_of(opts.points)
     try:
-        column = canvas.column(assignment, assignment_id) if "canvas" in lms else assignment
-        people = read(roster) if roster is not None else Roster({})
+        column = (
+            canvas.column(opts.assignment, opts.assignment_id)
+            if "canvas" in opts.lms
+            else opts.assignment
+        )
+        people = read(opts.roster) if opts.roster is not None else Roster({})
     except (canvas.AssignmentError, RosterError) as exc:
         raise ExportError(str(exc)) from None
     rows = load(class_dir)
-    folder = to if to is not None else class_dir
+    folder = opts.to if opts.to is not None else class_dir
     files = {"canvas": (canvas.FILE, canvas.UNMAPPED), "moodle": (moodle.FILE, moodle.UNMAPPED)}
-    targets = {name: [_target(folder, f) for f in files[name]] for name in lms}  # all, first
+    targets = {name: [_target(folder, f) for f in files[name]] for name in opts.lms}  # all, first
     written = []
-    for name in lms:
+    for name in opts.lms:
         if name == "canvas":
             made = plan.make(
                 rows,
                 people,
                 points=possible,
-                missing_zero=missing_zero,
+                missing_zero=opts.missing_zero,
                 derive=plan.from_canvas_download,
             )
             kept, left = canvas.entries(made)
             body = canvas.text(kept, made, column)
         else:
-            made = plan.make(rows, people, points=possible, missing_zero=missing_zero)
-            kept, left = moodle.entries(made, moodle_id)
+            made = plan.make(rows, people, points=possible, missing_zero=opts.missing_zero)
+            kept, left = moodle.entries(made, opts.moodle_id)
             body = moodle.text(
                 kept,
-                moodle_id,
-                assignment.strip(),
-                with_feedback=with_feedback,
-                lang=lang or None,
-                fallback_lang=fallback_lang,
+                opts.moodle_id,
+                opts.assignment.strip(),
+                with_feedback=opts.with_feedback,
+                lang=lang,
+                fallback_lang=opts.fallback_lang,
             )
         path, side = targets[name]
         gradebook.write_text(path, body, private=True)  # the roster's e-mails and SIS IDs
         gradebook.write_text(side, _unmapped_text(left))
         written.append(Written(name, path, side, kept, left, made))
     return written, people
+
+
+def _checked(opts: ExportOptions) -> str | None:
+    """Refuse options that do not go together, before anything is read; the language resolved
+    (None: each learner's)."""
+    if not opts.lms:
+        raise ExportError("say which LMS to export for: --canvas, --moodle or both")
+    if opts.with_feedback and "moodle" not in opts.lms:
+        raise ExportError("--feedback is a column of the Moodle import: add --moodle")
+    if "moodle" in opts.lms and opts.roster is None:
+        raise ExportError(
+            "--moodle needs --roster: Moodle identifies users by e-mail, "
+            "username or ID number, which only the roster knows"
+        )
+    lang = opts.lang
+    if lang is not None:
+        try:
+            lang = messages.offered(lang)
+        except ValueError as exc:
+            raise ExportError(str(exc)) from None
+    if not opts.assignment.strip():
+        raise ExportError("--assignment: the assignment's name is empty")
+    return lang
 
 
 def _target(folder: Path, name: str) -> Path:
@@ -249,8 +264,7 @@ def summary(written: list[Written], roster: Roster) -> str:
 def run_cli(args: argparse.Namespace) -> int:
     lms = [name for name in ("canvas", "moodle") if getattr(args, name)]
     try:
-        written, roster = export(
-            Path(args.class_dir).expanduser(),
+        opts = ExportOptions(
             lms=lms,
             roster=Path(args.roster).expanduser() if args.roster else None,
             assignment=args.assignment,
@@ -263,6 +277,7 @@ def run_cli(args: argparse.Namespace) -> int:
             fallback_lang=args.fallback_lang,
             to=Path(args.to).expanduser() if args.to else None,
         )
+        written, roster = export(Path(args.class_dir).expanduser(), opts)
     except ExportError as exc:
         print(f"gpushare: {clean.line(exc)}", file=sys.stderr)
         return 2

@@ -147,6 +147,21 @@ def bundle(
     The policy is checked here, so a typo fails on the instructor's machine, not on every
     learner's submission; the language likewise.
     """
+    settings = _bundle_settings(timeout, lang, sandbox)
+    members: list[tuple[str, bytes, int]] = [
+        ("setup.sh", (TEMPLATES / "setup.sh").read_bytes(), 0o755),
+        ("run_autograder", (TEMPLATES / "run_autograder").read_bytes(), 0o755),
+        ("requirements.txt", requirements().encode(), 0o644),
+        (SETTINGS, (json.dumps(settings, indent=2) + "\n").encode(), 0o644),
+        (POLICY, _policy_bytes(policy), 0o644),
+    ]
+    for name, path in _package_files():
+        members.append((name, path.read_bytes(), 0o644))
+    return _write_zip(Path(out), members)
+
+
+def _bundle_settings(timeout: float | None, lang: str | None, sandbox: str) -> JsonObject:
+    """``gpushare-autograder.json``: the grade's deadline, language and sandbox, checked."""
     timeout = DEFAULT_TIMEOUT if timeout is None else float(timeout)
     if not 0 < timeout < 600:
         raise BundleError(f"--timeout {timeout:g}: give seconds below Gradescope's 600")
@@ -158,7 +173,19 @@ def bundle(
         lang = messages.offered(lang or messages.lab_default())
     except ValueError as exc:
         raise BundleError(str(exc)) from None
-    policy_bytes = DEFAULT_POLICY.encode()  # always one, so every bundle has the same layout
+    return {
+        "gpushare_version": __version__,
+        "timeout": timeout,
+        "lang": lang,
+        "sandbox": sandbox,
+        "policy": POLICY,
+    }
+
+
+def _policy_bytes(policy: Path | None) -> bytes:
+    """The policy file, checked (the default one when none is given: every bundle has the same
+    layout); a warning when its points are not the lab's."""
+    policy_bytes = DEFAULT_POLICY.encode()
     loaded = None
     if policy is not None:
         try:
@@ -169,23 +196,11 @@ def bundle(
     warning = total_warning(loaded, lab_points())  # the Gradescope assignment's points
     if warning:
         print(warning, file=sys.stderr)
-    settings = {
-        "gpushare_version": __version__,
-        "timeout": timeout,
-        "lang": lang,
-        "sandbox": sandbox,
-        "policy": POLICY,
-    }
-    members: list[tuple[str, bytes, int]] = [
-        ("setup.sh", (TEMPLATES / "setup.sh").read_bytes(), 0o755),
-        ("run_autograder", (TEMPLATES / "run_autograder").read_bytes(), 0o755),
-        ("requirements.txt", requirements().encode(), 0o644),
-        (SETTINGS, (json.dumps(settings, indent=2) + "\n").encode(), 0o644),
-        (POLICY, policy_bytes, 0o644),
-    ]
-    for name, path in _package_files():
-        members.append((name, path.read_bytes(), 0o644))
-    out = Path(out)
+    return policy_bytes
+
+
+def _write_zip(out: Path, members: list[tuple[str, bytes, int]]) -> Path:
+    """The zip, written whole or not at all (a temporary name, then renamed), byte-stable."""
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.{os.getpid()}")
     try:

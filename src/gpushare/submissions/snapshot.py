@@ -157,12 +157,6 @@ def capture_workdir(root: Path) -> tuple[list[tuple[tarfile.TarInfo, bytes]], Js
     if not root.is_dir():
         return members, recorded
     base = Path(os.path.realpath(root))
-
-    def info(rel: str, kind: bytes, mode: int, size: int = 0, link: str = "") -> tarfile.TarInfo:
-        ti = tarfile.TarInfo(f"work/{rel}")
-        ti.type, ti.mode, ti.size, ti.mtime, ti.linkname = kind, mode & 0o755, size, 0, link
-        return ti
-
     stack = [""]
     while stack:
         folder = stack.pop()
@@ -182,29 +176,45 @@ def capture_workdir(root: Path) -> tuple[list[tuple[tarfile.TarInfo, bytes]], Js
                     recorded[rel] = {"kind": "link_outside", "target": outside}
                     continue
                 target = os.path.relpath(os.path.realpath(base / rel), base / folder)
-                members.append((info(rel, tarfile.SYMTYPE, 0o777, link=target), b""))
+                members.append((_work_member(rel, tarfile.SYMTYPE, 0o777, link=target), b""))
             elif stat.S_ISDIR(st.st_mode):
-                members.append((info(rel, tarfile.DIRTYPE, st.st_mode), b""))
+                members.append((_work_member(rel, tarfile.DIRTYPE, st.st_mode), b""))
                 stack.append(rel)
             elif stat.S_ISREG(st.st_mode):
                 if entry.name.endswith(SUFFIX):  # an earlier submission: no grader reads it
                     continue
-                if st.st_size > MAX_BYTES:
-                    recorded[rel] = {"kind": "too_large", "size": st.st_size}
-                    continue
-                try:
-                    with open(base / rel, "rb") as fh:
-                        data = fh.read(MAX_BYTES + 1)
-                except OSError:
-                    recorded[rel] = {"kind": "not_regular"}
+                data = _regular(base / rel, st.st_size)
+                if not isinstance(data, bytes):
+                    recorded[rel] = data
                     continue
                 total += len(data)
                 if total > MAX_UNPACKED // 2:
                     raise SnapshotError(f"the work dir {root} holds over {MAX_UNPACKED // 2} bytes")
-                members.append((info(rel, tarfile.REGTYPE, st.st_mode, len(data)), data))
+                members.append((_work_member(rel, tarfile.REGTYPE, st.st_mode, len(data)), data))
             else:
                 recorded[rel] = {"kind": "not_regular"}
     return members, recorded
+
+
+def _work_member(
+    rel: str, kind: bytes, mode: int, size: int = 0, link: str = ""
+) -> tarfile.TarInfo:
+    """A work dir member's header: no owner, no time, no mode bits but rwx."""
+    ti = tarfile.TarInfo(f"work/{rel}")
+    ti.type, ti.mode, ti.size, ti.mtime, ti.linkname = kind, mode & 0o755, size, 0, link
+    return ti
+
+
+def _regular(path: Path, size: int) -> bytes | JsonObject:
+    """A regular file's content, or what is recorded instead: too large by its size alone, or
+    not readable."""
+    if size > MAX_BYTES:
+        return {"kind": "too_large", "size": size}
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(MAX_BYTES + 1)
+    except OSError:
+        return {"kind": "not_regular"}
 
 
 def build(
@@ -339,28 +349,25 @@ def load(path: Path, scratch: Path) -> Snapshot:
 
 
 def _load(path: Path, scratch: Path) -> Snapshot:
+    work = scratch / "work"
+    work.mkdir(parents=True)
+    manifest, cluster_raw, digests = _members(path, scratch)
+    _verify(path, manifest, digests)
+    return Snapshot(path, manifest, _cluster(path, cluster_raw), work)
+
+
+def _members(path: Path, scratch: Path) -> tuple[JsonObject, bytes, dict[str, str]]:
+    """The manifest, cluster.json's bytes and every member's digest; the work dir's files
+    unpacked under ``scratch`` (bounded: members, bytes, each file's size)."""
     manifest: JsonObject | None = None
     cluster_raw: bytes | None = None
     digests: dict[str, str] = {}
     unpacked = 0
-    work = scratch / "work"
-    work.mkdir(parents=True)
     with bounded.open_tar(path) as tar:
         # one member at a time (never the whole list first: a bomb could be endless)
         for count, ti in enumerate(iter(tar.next, None)):
-            if count >= MAX_MEMBERS:
-                raise SnapshotError(
-                    f"{path} has over {MAX_MEMBERS} members",
-                    "refused",
-                    T("snapshot_too_many_members", limit=MAX_MEMBERS),
-                )
             unpacked += ti.size
-            if unpacked > MAX_UNPACKED:
-                raise SnapshotError(
-                    f"{path} unpacks to over {MAX_UNPACKED} bytes",
-                    "refused",
-                    T("snapshot_unpacks_too_much", limit=MAX_UNPACKED),
-                )
+            _within_limits(path, count, unpacked)
             if count == 0:
                 if ti.name != "manifest.json" or not ti.isreg() or ti.size > MAX_BYTES:
                     raise SnapshotError(
@@ -385,6 +392,27 @@ def _load(path: Path, scratch: Path) -> Snapshot:
             f"{path} is incomplete (no manifest or no cluster answers)",
             detail=T("snapshot_incomplete"),
         )
+    return manifest, cluster_raw, digests
+
+
+def _within_limits(path: Path, count: int, unpacked: int) -> None:
+    """Refuse an archive of too many members, or one that unpacks to too many bytes."""
+    if count >= MAX_MEMBERS:
+        raise SnapshotError(
+            f"{path} has over {MAX_MEMBERS} members",
+            "refused",
+            T("snapshot_too_many_members", limit=MAX_MEMBERS),
+        )
+    if unpacked > MAX_UNPACKED:
+        raise SnapshotError(
+            f"{path} unpacks to over {MAX_UNPACKED} bytes",
+            "refused",
+            T("snapshot_unpacks_too_much", limit=MAX_UNPACKED),
+        )
+
+
+def _verify(path: Path, manifest: JsonObject, digests: dict[str, str]) -> None:
+    """The members' digests are those the manifest states, and so is the whole's."""
     expected = manifest.get("members") or {}
     if digests != expected or _whole(digests) != manifest.get("sha256"):
         names = set(digests) | set(expected)
@@ -394,8 +422,12 @@ def _load(path: Path, scratch: Path) -> Snapshot:
             "altered",
             T("snapshot_altered", members=tuple(changed[:5])),
         )
+
+
+def _cluster(path: Path, cluster_raw: bytes) -> JsonObject:
+    """cluster.json parsed (bounded) and of the shape a grade reads."""
     try:
-        cluster = bounded.json_loads(cluster_raw, "cluster.json")
+        cluster: JsonObject = bounded.json_loads(cluster_raw, "cluster.json")  # its shape: below
     except bounded.TooLarge:
         raise
     except ValueError as exc:
@@ -408,7 +440,7 @@ def _load(path: Path, scratch: Path) -> Snapshot:
         raise SnapshotError(
             f"{path}: cluster.json {problem}", detail=T("snapshot_cluster_shape", problem=problem)
         )
-    return Snapshot(path, manifest, cluster, work)
+    return cluster
 
 
 def peek_digest(path: Path) -> str:

@@ -160,70 +160,90 @@ def run_cli(args: argparse.Namespace) -> int:
 def _loop(
     watch: Watch, events: queue.Queue[Event], out: Screen | Lines, keys: set[str], workdir: Path
 ) -> None:
-    view = watch.view
-    lost: set[str] = set()  # non-empty while the apiserver does not answer
-    changed_keys: set[str] = set()
-    changed_files: set[str] = {"."}  # the first look grades everything
-
-    def take(event: Event) -> None:
-        if event.kind == "lost":
-            lost.add(event.key)
-            view.banner, view.banner_bad = messages.label("watch_lost", view.lang), True
-        elif event.kind == "back":
-            lost.discard(event.key)
-            if not lost:
-                view.banner, view.banner_bad = messages.label("watch_back", view.lang), False
-                changed_keys.update(keys)  # anything may have changed while it was away
-        elif event.key in keys:
-            changed_keys.add(event.key)
-        else:
-            changed_files.add(event.key)
-
+    """Gather what changed, grade the steps that read it, draw; until Ctrl-C."""
+    loop = _Events(watch.view, keys)
     while True:
-        first = last = time.monotonic()
-        while True:  # gather until quiet
-            now = time.monotonic()
-            wait = min(QUIET - (now - last), GATHER - (now - first))
-            if not (changed_keys or changed_files):
-                wait = 3600.0
-            if wait <= 0:
-                break
-            try:
-                event = events.get(timeout=wait)
-            except queue.Empty:
-                break
-            if not (changed_keys or changed_files):
-                first = time.monotonic()
-            last = time.monotonic()
-            was = view.banner
-            take(event)
-            if view.banner != was:
-                out.draw(view)
-        if lost:
+        loop.gather(events, out)
+        if loop.lost:
             continue  # nothing can be graded: the changes wait for the apiserver
-        due = watch.due(changed_keys, changed_files)
-        changed_keys, changed_files = set(), set()
+        due = watch.due(loop.changed_keys, loop.changed_files)
+        loop.changed_keys, loop.changed_files = set(), set()
         problems = []
         for step in due:
-            view.grading = True
-            out.draw(view)
+            watch.view.grading = True
+            out.draw(watch.view)
             problem = watch.grade(step)
             if problem is not None:
                 problems.append(problem)
         while not events.empty():  # what happened meanwhile: a lost apiserver is the news
-            take(events.get_nowait())
-        if lost:
-            pass  # take() said so
-        elif problems:
-            view.banner = messages.label("watch_could_not", view.lang).format(reason=problems[0])
-            view.banner_bad = True
-        elif not workdir.is_dir():
-            view.banner = messages.label("watch_no_workdir", view.lang).format(
-                workdir=line(str(workdir))
-            )
-            view.banner_bad = True
-        elif view.banner_bad:
-            view.banner, view.banner_bad = "", False
-        view.grading = False
-        view.updated = time.strftime("%H:%M:%S")
-        out.draw(view)
+            loop.take(events.get_nowait())
+        _banner(watch.view, loop.lost, problems, workdir)
+        watch.view.grading = False
+        watch.view.updated = time.strftime("%H:%M:%S")
+        out.draw(watch.view)
+
+
+class _Events:
+    """What the watchers said since the last grade: the changed reads and files, and whether
+    the apiserver answers."""
+
+    def __init__(self, view: View, keys: set[str]) -> None:
+        self.view = view
+        self.keys = keys
+        self.lost: set[str] = set()  # non-empty while the apiserver does not answer
+        self.changed_keys: set[str] = set()
+        self.changed_files: set[str] = {"."}  # the first look grades everything
+
+    def take(self, event: Event) -> None:
+        view = self.view
+        if event.kind == "lost":
+            self.lost.add(event.key)
+            view.banner, view.banner_bad = messages.label("watch_lost", view.lang), True
+        elif event.kind == "back":
+            self.lost.discard(event.key)
+            if not self.lost:
+                view.banner, view.banner_bad = messages.label("watch_back", view.lang), False
+                self.changed_keys.update(self.keys)  # anything may have changed meanwhile
+        elif event.key in self.keys:
+            self.changed_keys.add(event.key)
+        else:
+            self.changed_files.add(event.key)
+
+    def gather(self, events: queue.Queue[Event], out: Screen | Lines) -> None:
+        """Take events until :data:`QUIET` passes without one (at most :data:`GATHER` after
+        the first); a change of the banner is drawn at once."""
+        first = last = time.monotonic()
+        while True:
+            pending = bool(self.changed_keys or self.changed_files)
+            now = time.monotonic()
+            wait = min(QUIET - (now - last), GATHER - (now - first)) if pending else 3600.0
+            if wait <= 0:
+                return
+            try:
+                event = events.get(timeout=wait)
+            except queue.Empty:
+                return
+            if not pending:
+                first = time.monotonic()
+            last = time.monotonic()
+            was = self.view.banner
+            self.take(event)
+            if self.view.banner != was:
+                out.draw(self.view)
+
+
+def _banner(view: View, lost: set[str], problems: list[str], workdir: Path) -> None:
+    """The line about the watch itself after a grade: the lost apiserver first, then a grade
+    that could not be taken, then a missing work dir; else a bad line goes."""
+    if lost:
+        return  # _Events.take said so
+    if problems:
+        view.banner = messages.label("watch_could_not", view.lang).format(reason=problems[0])
+        view.banner_bad = True
+    elif not workdir.is_dir():
+        view.banner = messages.label("watch_no_workdir", view.lang).format(
+            workdir=line(str(workdir))
+        )
+        view.banner_bad = True
+    elif view.banner_bad:
+        view.banner, view.banner_bad = "", False
