@@ -22,6 +22,7 @@ from gpushare.lab_api import (
     Value,
     Workdir,
     check,
+    explain_scheduler,
     fail,
     node_conditions,
     pending_reason,
@@ -144,7 +145,9 @@ def _placed(lab: LabState, work: Workdir, name: str, resource: str) -> Json:
         reason = pending_reason(pod)
         fail(
             expected=T("scheduled"),
-            found=[T("pending"), T("scheduler_says", message=reason)] if reason else T("pending"),
+            found=[T("pending"), T("scheduler_says", message=explain_scheduler(reason))]
+            if reason
+            else T("pending"),
             where=T("cluster_pod", pod=f"{NS}/{name}"),
             hint=blocked_node_hint(lab, pod),
         )

@@ -34,6 +34,12 @@ def _lines(lines: list[str]) -> str | T:
     return T("script_lines", lines=text) if len(lines) > 1 else text
 
 
+# What keeps the script from answering at all, whatever the case: a fault of the run, not of
+# an answer. Every check that meets it fails for that one cause, told once (the first check's)
+# and pointed to by the others.
+RUN_FAULTS = frozenset({"crashed", "timeout", "killed", "not_run", "stderr", "pod_name"})
+
+
 def _script_ok(runs: RequestRuns, strict: bool = False) -> None:
     """Fail when the script cannot be run; with ``strict`` also when it is not executable."""
     if runs.problem is not None and (strict or runs.command is None):
@@ -43,8 +49,14 @@ def _script_ok(runs: RequestRuns, strict: bool = False) -> None:
             problem=runs.problem_said(),
             where=SCRIPT,
             hint=T("hint_not_executable") if runs.command is not None else None,
-            cause=runs.cause,
+            cause=_fault(runs),
         )
+
+
+def _fault(runs: RequestRuns) -> str:
+    """The cause key of the script's own problem (missing, not executable...), or of the root
+    it follows from (the work dir itself is missing)."""
+    return runs.cause or f"script:{runs.problem}"
 
 
 def _output(run: CaseRun) -> T:
@@ -89,7 +101,7 @@ def _wrong(run: CaseRun, problem: T) -> NoReturn:
         where=T("script_case", case=case.name, description=case.description),
         hint=T(hint) if hint else None,
         # a fault of the script itself, not of one manifest: the same in every case it fails
-        cause=f"script:{run.reason}" if run.reason in ("stderr", "pod_name", "crashed") else None,
+        cause=f"script:{run.reason}" if run.reason in RUN_FAULTS else None,
     )
 
 

@@ -19,6 +19,7 @@ from gpushare.lab_api import (
     Value,
     Workdir,
     check,
+    explain_scheduler,
     fail,
     pending_reason,
     pod_resources,
@@ -58,7 +59,7 @@ def _resource_problem(pod: JsonObject) -> tuple[Value, Value] | None:
         return None
     total = requested(pod, GPU)
     if total != 1:
-        return f"{GPU}: 1", f"{GPU}: {show_quantity(total)}"
+        return f"{GPU}: 1", T("key_value", key=GPU, value=show_quantity(total))
     return None
 
 
@@ -160,7 +161,9 @@ def test_8_2_pods_on_the_right_nodes(lab: LabState) -> None:
             found = T("on_node", node=node) if node else T("pending")
             fail(
                 expected=T("on_workload_node", node=_node(PLACEMENT[name])),
-                found=[found, T("scheduler_says", message=reason)] if reason else found,
+                found=[found, T("scheduler_says", message=explain_scheduler(reason))]
+                if reason
+                else found,
                 where=T("cluster_pod", pod=f"{NS}/{name}"),
                 hint=blocked_node_hint(lab, pod) if not node else None,
             )

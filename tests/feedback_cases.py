@@ -1293,6 +1293,33 @@ def _run_checks(
 # --- the book -------------------------------------------------------------------------------
 
 
+def said(outcome: Outcome, lang: str) -> dict[str, tuple[str, str]]:
+    """Each failed check's feedback in ``lang``, as a grade's outputs say it: from one report of
+    the case's failures, so a check failing for the same cause as an earlier one points to it.
+    number -> (the feedback, the number of the check it follows from, or "")."""
+    from gpushare.reports.results import CheckResult, Report
+
+    checks = [
+        CheckResult(
+            number=number,
+            step=int(number.split(".")[0]),
+            title=messages.title(number, lang),
+            max_score=1,
+            score=0,
+            passed=False,
+            failure=outcome.failures[number].failure,
+            error="",
+            nodeid=number,
+        )
+        for number in sorted(outcome.failures, key=_number_key)
+    ]
+    report = Report(
+        checks=checks, execution_time=0.0, lang=lang, seed=SEED, workdir="", server=None
+    )
+    roots = {c.number: report.root_of(c) for c in checks}
+    return {c.number: (report.said(c), (roots[c.number] or ("",))[0]) for c in checks}
+
+
 def book(out: Path, data: dict[str, Any] | None = None) -> Path:
     """Every case's failure feedback in zh, ko and en, in one Markdown file for review."""
     lines = [
@@ -1315,11 +1342,10 @@ def book(out: Path, data: dict[str, Any] | None = None) -> Path:
     for outcome in replay(data):
         body.append(f"### Case: {outcome.case}")
         body.append("")
+        told = {lang: said(outcome, lang) for lang in messages.langs()}
         for number in sorted(outcome.failures, key=_number_key):
-            failure = outcome.failures[number]
-            rendered = {
-                lang: messages.render_failure(number, failure, lang) for lang in messages.langs()
-            }
+            rendered = {lang: told[lang][number][0] for lang in messages.langs()}
+            follows = told["en"][number][1]
             if (number, rendered["en"]) in seen:
                 body.append(f"- {number}: the same feedback as above")
                 continue
@@ -1330,7 +1356,8 @@ def book(out: Path, data: dict[str, Any] | None = None) -> Path:
                 body.append(f"**{lang}**\n\n```text\n{head}\n{rendered[lang]}\n```")
             body.append("The reason the class report counts it under:\n")
             for lang in messages.langs():
-                body.append(f"- **{lang}** {_class_reason(number, rendered[lang])}")
+                reason = _class_reason(number, outcome.failures[number], follows, lang)
+                body.append(f"- **{lang}** {reason}")
             body.append("")
         for number, error in outcome.errors.items():
             body.append(f"- {number}: GRADER ERROR\n\n```text\n{error}\n```")
@@ -1460,13 +1487,15 @@ def class_pages() -> list[str]:
     return out
 
 
-def _class_reason(number: str, output: str) -> str:
-    """What the class report's "most common failure reasons" shows for this feedback."""
+def _class_reason(number: str, failure: CheckFailed, follows: str, lang: str) -> str:
+    """What the class report's "most common failure reasons" shows for this failure, in a
+    report in ``lang``: grouped by its data, as results.json keeps it."""
     from gpushare.classroom import feedback
     from gpushare.classroom.gradebook import Cell
 
     step = int(number.split(".")[0])
-    return feedback.reason(Cell(number, step, 1, 0, False, "", output))
+    cell = Cell(number, step, 1, 0, False, "", "", failure=failure.failure, follows=follows)
+    return feedback.reason(cell, lang)
 
 
 def _number_key(number: str) -> tuple[int, int]:

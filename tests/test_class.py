@@ -150,14 +150,16 @@ def test_a_class_of_three_with_a_corrupt_snapshot(graded, snapshots, tmp_path):
 
 
 def test_the_report_honours_the_visibility_policy(graded, three, tmp_path):
-    """Step 6 hidden: neither the page nor any results.json names an unseen case or its seed,
-    while the grade without a policy does (bob's script fails them)."""
+    """Step 6 hidden: no results.json names an unseen case or its seed, while the grade without
+    a policy does (bob's script fails them); the page says the checks' details are not shown."""
     before, _ = graded
     bob = json.loads((before / "bob" / "results.json").read_text())
     unseen = next(t for t in bob["tests"] if t["number"] == "6.5")["output"]
     case = re.search(r"first failing case: (\S+)", unseen)
     assert case, unseen
-    assert case[1] in (before / "report.html").read_text()
+    # the page groups it by its problem, each learner's own values (the case) said as "…"
+    shown = (before / "report.html").read_text()
+    assert "first failing case: …" in shown and case[1] not in shown
     policy = tmp_path / "policy.toml"
     policy.write_text('[steps.6]\nvisibility = "hidden"\n')
     out = tmp_path / "hidden"
@@ -590,7 +592,7 @@ def test_an_error_row_says_its_whole_reason_in_each_language(tmp_path):
     The reason travels as a translatable value in results.json: the learner reads it in their
     language, and a report in another language says it in its own."""
     from gpushare.classroom import batch
-    from gpushare.reports.messages import T
+    from gpushare.reports.messages import T, render_value
 
     checks = [gradebook.CheckInfo("1.1", 1, 2)]
     made = gradebook.error_results(
@@ -604,7 +606,8 @@ def test_an_error_row_says_its_whole_reason_in_each_language(tmp_path):
         detail=T("snapshot_altered", members=("work/k8s/a.yaml",)),
     ).as_json()
     said = "快照在生成之后被修改过（sha256 不一致：work/k8s/a.yaml）"
-    assert made["tests"][0]["output"] == f"未评分：{said}"
+    first, note = made["tests"][0]["output"].splitlines()
+    assert first == f"未评分：{said}" and note == render_value(T("grader_side"), "zh")
     assert made["output"].startswith(f"无法评分：{said}。这不是分数：")
     row = gradebook.row_from_results("ann", made)
     assert report.reason_said(row, "zh") == said

@@ -171,6 +171,7 @@ INTERNALS = re.compile(
     r"|(?:^|[\s=:：(])-(?=$|[\s,;；)])"
     r"|: '(?!(true|false|null|yes|no|on|off|~)')[A-Za-z][\w./-]*'"
 )
+CODE_SPAN = re.compile(r"`[^`]*`")  # a command or the learner's own text in backquotes
 DASH = re.compile(r"(?:^|[\s=:：(])-(?=$|[\s,;；)])")
 
 
@@ -197,7 +198,7 @@ def test_no_internals_reach_a_learner(outcomes):
 
 
 def test_no_bare_dash_anywhere(outcomes):
-    """An absent quantity reads ``<none>``, as kubectl shows it, never a bare "-"."""
+    """An absent quantity says it is not set, never a bare "-"."""
     dashes = {
         (number, o.case): line
         for o, number, lang, text in _rendered(outcomes)
@@ -205,6 +206,19 @@ def test_no_bare_dash_anywhere(outcomes):
         if DASH.search(line)
     }
     assert dashes == {}
+
+
+def test_found_never_shows_null_or_none(outcomes):
+    """A missing field says that it is missing, in the learner's language: never kubectl's
+    ``<none>`` nor YAML's ``null``, which read as something the learner wrote."""
+    raw = re.compile(r"<none>|(?<![\w.-])null(?![\w.-])")
+    hits = {
+        (number, lang): (o.case, line)
+        for o, number, lang, text in _rendered(outcomes)
+        for line in _ours(text).splitlines()
+        if raw.search(CODE_SPAN.sub(" ", line)) and "(null)" not in line  # a YAML type's name
+    }
+    assert hits == {}
 
 
 def test_feedback_is_in_the_learners_language(outcomes):

@@ -79,9 +79,16 @@ def test_the_rooms_are_the_ones_listed():
     subpackages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
     assert subpackages == set(ORDER) - {"", "lab_api", "labkit", "cli"}
     flat = {p.stem for p in PACKAGE.glob("*.py")} - {"__init__", "__main__"}
-    assert flat == {"cli", "data", "lab_api", "labkit", "locations", "precompile", "versions"}, (
-        "a module outside the rooms"
-    )
+    assert flat == {
+        "cli",
+        "data",
+        "feedback",
+        "lab_api",
+        "labkit",
+        "locations",
+        "precompile",
+        "versions",
+    }, "a module outside the rooms"
 
 
 def test_imports_point_down():
@@ -94,6 +101,20 @@ def test_imports_point_down():
             if ORDER.index(_room(imported)) > mine:
                 upward.append(f"{name} imports {imported}")
     assert upward == []
+
+
+def test_reports_know_nothing_of_grading():
+    """The outputs render the feedback model (gpushare.feedback), never the grading room's
+    classes: not at run time, nor for a type checker."""
+    found = []
+    for name, path in _modules().items():
+        if _room(name) != "reports":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            module = node.module if isinstance(node, ast.ImportFrom) else None
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [module]
+            found += [f"{name} imports {n}" for n in names if n and n.startswith("gpushare.grad")]
+    assert found == []
 
 
 def _every_import(tree: ast.Module) -> list[str]:

@@ -111,6 +111,27 @@ def test_language_choice(monkeypatch):
     assert messages.resolve_lang("zh") == "zh"
     with pytest.raises(ValueError):
         messages.resolve_lang("fr")
+    monkeypatch.delenv("GPUSHARE_LANG")
+    assert messages.resolve_lang(None, locale=False) == "zh"  # a bundle's: not the builder's
+
+
+def test_the_language_is_chosen_in_one_place():
+    """Only the entry points (the command line, the pytest plugin) call the one function that
+    chooses a language, and only it reads the environment for one; the rest is passed it."""
+    src = ROOT / "src" / "gpushare"
+    callers, readers = set(), set()
+    for path in src.rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        name = str(path.relative_to(src))
+        if "resolve_lang(" in text and name != "reports/messages.py":
+            callers.add(name)
+        reads = re.search(
+            r"environ(?:\.get\(|\[)\s*\"(?:GPUSHARE_LANG|LC_ALL|LC_MESSAGES|LANG)\"", text
+        )
+        if reads and name != "reports/messages.py":
+            readers.add(name)
+    assert callers == {"cli.py", "grading/plugin.py"}
+    assert readers <= {"sandbox/isolation.py"}  # what the learner's runs keep of the locale
 
 
 # --- punctuation lint (review 2, items 43 and 45) ------------------------------------------
@@ -209,7 +230,7 @@ def test_the_words_the_third_review_decided():
     assert ko["labels.expected"] == "기댓값"
     assert [k for k, v in ko.items() if "기대값" in v] == []
     assert [k for k, v in zh.items() if "教师" in v or "老师" in v] == []
-    assert "讲师" in zh["values.withheld"] and "讲师" in zh["values.grader_error"]
+    assert "讲师" in zh["values.withheld"] and "讲师" in zh["values.grader_side"]
 
 
 @pytest.mark.parametrize("lang", sorted(messages.found()))
@@ -363,13 +384,16 @@ def test_with_no_language_of_the_labs_learners_get_the_labs_and_instructors_engl
 ):
     """C.UTF-8 (a container's), or a locale the lab has no texts for: the learner's feedback is in
     the lab's default_lang, an instructor's class commands and report in English."""
-    from gpushare.classroom import batch
+    from gpushare import cli
 
     _no_language_set(monkeypatch, locale)
     assert messages.lab_default() == "zh"  # graders/lab.toml
     assert messages.resolve_lang(None) == "zh"
     assert messages.resolve_lang(None, instructor=True) == "en"
-    assert batch.resolve_lang(None) == "en"
+    for command, lang in ((["class", "grade", "s", "--out", "o"], "en"), (["grade"], "zh")):
+        args = cli.build_parser().parse_args(command)
+        cli.choose_lang(args)  # where each command chooses its language
+        assert args.lang == lang, command
     monkeypatch.setenv("LANG", "ko_KR.UTF-8")  # a locale the lab has wins for both
     assert messages.resolve_lang(None) == messages.resolve_lang(None, instructor=True) == "ko"
 

@@ -110,7 +110,7 @@ def node_advertises(
     if wrong:
         fail(
             expected=expected,
-            found=", ".join(f"{f}={show_quantity(v)}" for f, v in found.items()),
+            found=tuple(T("key_value", key=f, value=show_quantity(v)) for f, v in found.items()),
             where=T(
                 "node_status",
                 node=name,

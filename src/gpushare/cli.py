@@ -25,6 +25,7 @@ from gpushare.grading import grade, runner
 from gpushare.kube.errors import KubeconfigError, Unreachable
 from gpushare.locations import cluster_name, default_workdir, graders_dir
 from gpushare.precompile import precompile
+from gpushare.reports import messages
 from gpushare.sandbox import isolation, runtime
 
 EXIT_OK, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
@@ -335,7 +336,34 @@ def run() -> None:
     os._exit(code)
 
 
+def choose_lang(args: argparse.Namespace) -> None:
+    """The command's language, chosen here once (:func:`messages.resolve_lang`) and passed down
+    as ``args.lang``; ValueError when ``--lang`` names one not offered.
+
+    A learner's commands (grade, submit) fall back to the lab's language, an instructor's (the
+    class commands) to English. A Gradescope bundle's is never the builder's locale (learners
+    read it elsewhere). Merging shards and exporting keep the shards' or each learner's own
+    language unless ``--lang`` says otherwise; ``args.fallback_lang`` is theirs when those
+    disagree or are unknown.
+    """
+    command = args.command
+    sub = getattr(args, "class_command", None) or getattr(args, "gradescope_command", None)
+    if command in ("grade", "submit", "watch", "lab"):
+        args.lang = messages.resolve_lang(args.lang)
+    elif command == "class" and sub == "grade":
+        args.lang = messages.resolve_lang(args.lang, instructor=True)
+    elif command == "gradescope" and sub == "bundle":
+        args.lang = messages.resolve_lang(args.lang, locale=False)
+    elif command == "class" and sub in ("merge", "export"):
+        args.lang = messages.offered(args.lang) if args.lang else None
+        args.fallback_lang = messages.resolve_lang(None, instructor=True)
+
+
 def _dispatch(args: argparse.Namespace) -> int:
+    try:
+        choose_lang(args)
+    except ValueError as exc:
+        return _fail(str(exc))
     if args.command == "lab":
         return _lab(args)
     if args.command == "grade":
@@ -425,15 +453,15 @@ def _lab_command(args: argparse.Namespace) -> int:
 
 def _lab(args: argparse.Namespace) -> int:
     """``gpushare lab``: the handout in the learner's language (paged on a terminal)."""
-    from gpushare.reports import handout, messages  # lazy: only this command reads them
+    from gpushare.reports import handout  # lazy: only this command reads it
 
     try:
-        if args.rules:
-            body, warning = handout.rules(messages.resolve_lang(args.lang))
+        if args.rules:  # args.lang: chosen where the command starts (choose_lang)
+            body, warning = handout.rules(args.lang)
         else:
-            lang, warning = handout.choose(messages.resolve_lang(args.lang))
+            lang, warning = handout.choose(args.lang)
             body = handout.text(lang)
-    except (ValueError, handout.HandoutError) as exc:
+    except handout.HandoutError as exc:
         return _fail(str(exc))
     if warning:
         print(f"gpushare: {warning}", file=sys.stderr)

@@ -9,7 +9,8 @@ The names, by what a check does with them:
   the engine names (:data:`WORKDIR_ABSENT`: the work dir itself is missing);
 - read the cluster: :class:`LabState` (``lab.read(name)`` of what a step's ``READS`` name), and
   the pod and quantity readers :func:`quantity`, :func:`show_quantity`, :func:`requested`,
-  :func:`pod_resources`, :func:`node_conditions`, :func:`pending_reason`,
+  :func:`pod_resources`, :func:`node_conditions`, :func:`pending_reason` (and
+  :func:`explain_scheduler`, its reason in the learner's language),
   :func:`selects_by_label`;
 - read the learner's files: :class:`Workdir`, :class:`LineDict` (a mapping that knows its
   lines), :class:`FileProblem`, :func:`load_yaml_text`, :func:`yaml_kind`,
@@ -38,6 +39,7 @@ if TYPE_CHECKING:  # the same names, for the type checker; at run time see __get
     from gpushare.grading.checks import WORKDIR_ABSENT, CheckFailed, T, Value, check, fail
     from gpushare.grading.labstate import (
         LabState,
+        explain_scheduler,
         node_conditions,
         pending_reason,
         pod_resources,
@@ -71,7 +73,8 @@ _ROOMS = {
     "gpushare.data": "Json JsonObject",
     "gpushare.grading.background": "BackgroundError Context",
     "gpushare.grading.checks": "WORKDIR_ABSENT CheckFailed T Value check fail",
-    "gpushare.grading.labstate": "LabState node_conditions pending_reason pod_resources "
+    "gpushare.grading.labstate": "LabState explain_scheduler node_conditions pending_reason "
+    "pod_resources "
     "quantity requested selects_by_label show_quantity",
     "gpushare.grading.objects": "asks_one dig find_object line_of show_yaml usable",
     "gpushare.lab.nodes": "LabNodes",
@@ -107,6 +110,7 @@ __all__ = [
     "check",
     "check_runnable",
     "dig",
+    "explain_scheduler",
     "fail",
     "find_object",
     "line_of",

@@ -143,13 +143,13 @@ class Kit:
         want = self.index(recorded)[ident]
         expected = {c.number for c in report.checks} if want == ["*"] else set(want)
         failed = {c.number for c in report.checks if not c.passed}
-        problems = [f"{c.number}: grader error: {c.output}" for c in report.checks if c.error]
+        problems = [f"{c.number}: grader error: {report.said(c)}" for c in report.checks if c.error]
         problems += [f"{n}: passed, must fail" for n in sorted(expected - failed)]
         problems += [f"{n}: failed, must pass" for n in sorted(failed - expected)]
         problems += [
             f"{c.number}: failed with no feedback"
             for c in report.checks
-            if not c.passed and not c.output.strip()
+            if not c.passed and not report.said(c).strip()
         ]
         if report.score != sum(c.max_score for c in report.checks if c.passed):
             problems.append(f"score {report.score} is not the sum of the passed checks")

@@ -35,8 +35,8 @@ from gpushare.classroom.inputs import InputError
 from gpushare.classroom.progress import Progress
 from gpushare.classroom.texts import text
 from gpushare.data import JsonObject
+from gpushare.feedback import T
 from gpushare.reports import clean, messages
-from gpushare.reports.messages import T
 from gpushare.reports.policy import Policy, PolicyError
 from gpushare.reports.policy import load as load_policy
 from gpushare.sandbox import levels
@@ -87,10 +87,10 @@ def default_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def resolve_lang(lang: str | None) -> str:
-    """An instructor's language: ``--lang``, GPUSHARE_LANG, the locale, else English."""
+def offered(lang: str) -> str:
+    """The chosen language (the command chose it: gpushare.cli), checked; InputError if not."""
     try:
-        return messages.resolve_lang(lang, instructor=True)
+        return messages.offered(lang)
     except ValueError as exc:
         raise InputError(str(exc)) from None
 
@@ -104,7 +104,7 @@ class ClassOptions:
     every: bool = False  # every snapshot, not only each learner's latest
     previous: Path | None = None  # an earlier class folder: show what changed
     seed: int = 0
-    lang: str | None = None
+    lang: str = "en"  # chosen by the command line (gpushare.cli.choose_lang)
     timeout: float = DEFAULT_TIMEOUT  # one submission's grade
     shard: tuple[int, int] = (0, 1)
     unsafe_no_sandbox: bool = False
@@ -124,7 +124,7 @@ def grade_class(
     ``progress(total)`` makes the progress display once the submissions are chosen.
     """
     started = time.monotonic()
-    lang = resolve_lang(opts.lang)
+    lang = offered(opts.lang)
     if opts.timeout <= 0:
         raise InputError("--timeout must be more than 0 seconds")
     due = _deadline(opts.deadline)

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from gpushare.classroom import texts
 from gpushare.data import JsonObject
+from gpushare.feedback import Failure, T, grader_side
 from gpushare.grading import runner
 from gpushare.locations import graders_dir
 from gpushare.reports import clean, junit, messages
@@ -58,6 +59,10 @@ class Cell:
     error: str  # "" the learner's own result; "cluster", "grader", "timeout": not a result
     output: str
     visibility: str = "visible"  # the policy's word for learners (reports.policy.VISIBILITIES)
+    # the failure as data (results.json's extra_data.feedback; None in a file written before
+    # it held one), and the check it follows from (the same cause), if any
+    failure: Failure | None = None
+    follows: str = ""
 
     @property
     def state(self) -> str:
@@ -142,6 +147,8 @@ def row_from_results(folder: str, results: JsonObject) -> Row:
         error = next((kind for key, kind in _ERRORS if flags.get(key)), "")
         number = str(test.get("number"))
         score = test.get("score")
+        data = flags.get("feedback")
+        follows = data.get("follows") if isinstance(data, dict) else None
         cells[number] = Cell(
             number=number,
             step=int(flags.get("step") or number.split(".")[0]),
@@ -151,6 +158,8 @@ def row_from_results(folder: str, results: JsonObject) -> Row:
             error=error,
             output=str(test.get("output") or ""),
             visibility=str(test.get("visibility") or "visible"),
+            failure=Failure.from_data(data),
+            follows=follows if isinstance(follows, str) else "",
         )
     complete = extra.get("complete", True) is not False
     if not complete:
@@ -239,6 +248,8 @@ def error_results(
         if why:
             said = word("why_said", lang, why=word(f"why_{why}", lang), reason=said)
     text = word("not_graded", lang, reason=said)
+    if grader_side(detail):  # not the learner's doing: whom to tell
+        text += "\n" + messages.render_value(T("grader_side"), lang)
     cells = [
         CheckResult(
             number=c.number,

@@ -23,6 +23,7 @@ def merge(
     out: Path,
     *,
     lang: str | None = None,
+    fallback_lang: str,
     seed: int | None = None,
     previous: Path | None = None,
 ) -> batch.ClassRun:
@@ -49,8 +50,8 @@ def merge(
         raise InputError(f"no <learner>/results.json in {', '.join(map(str, shards))}")
     if lang is None:  # the language the shards' feedback was written in
         langs = sorted({r.lang for r in rows if r.lang})
-        lang = langs[0] if len(langs) == 1 else None
-    lang = batch.resolve_lang(lang)
+        lang = langs[0] if len(langs) == 1 else fallback_lang
+    lang = batch.offered(lang)
     seed = _class_seed(shards, rows, seed)  # before anything is written
     deadline = _class_deadline(shards)
     out.mkdir(parents=True, exist_ok=True)
@@ -122,6 +123,7 @@ def run_cli(args: argparse.Namespace) -> int:
             [Path(p).expanduser() for p in args.shards],
             Path(args.out).expanduser(),
             lang=args.lang,
+            fallback_lang=args.fallback_lang,
             seed=args.seed,
             previous=Path(args.previous).expanduser() if args.previous else None,
         )

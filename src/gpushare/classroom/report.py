@@ -247,13 +247,16 @@ def _check_rates(t: _Words, graded: list[Row], numbers: list[str]) -> str:
 # --------------------------------------------------------------------------- tables
 
 
-def common_failures(graded: list[Row], number: str) -> list[tuple[str, int, list[Row]]]:
-    """(reason, count, learners) of check ``number``'s failures, most common first."""
+def common_failures(
+    graded: list[Row], number: str, lang: str | None = None
+) -> list[tuple[str, int, list[Row]]]:
+    """(reason, count, learners) of check ``number``'s failures, most common first; grouped
+    by their problem's key and said in ``lang`` (see classroom.feedback)."""
     by_reason: dict[str, list[Row]] = {}
     for r in graded:
         cell = r.cells.get(number)
         if cell is not None and not cell.passed and not cell.error:
-            by_reason.setdefault(feedback.reason(cell), []).append(r)
+            by_reason.setdefault(feedback.reason(cell, lang), []).append(r)
     ranked = sorted(by_reason.items(), key=lambda kv: (-len(kv[1]), kv[0]))
     return [(k, len(v), v) for k, v in ranked]
 
@@ -263,7 +266,7 @@ def _failures(t: _Words, graded: list[Row], numbers: list[str], lang: str) -> st
     counts = check_rates(graded, numbers)
     any_failed = False
     for n in numbers:
-        reasons = common_failures(graded, n)
+        reasons = common_failures(graded, n, lang)
         if not reasons:
             continue
         any_failed = True

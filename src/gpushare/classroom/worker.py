@@ -22,10 +22,10 @@ from pathlib import Path
 
 from gpushare.classroom import gradebook
 from gpushare.data import JsonObject
+from gpushare.feedback import T
 from gpushare.grading import guard
 from gpushare.grading.errors import GradeError
 from gpushare.grading.grade import OptionError, Options, grade
-from gpushare.reports.messages import T
 from gpushare.reports.policy import Policy
 from gpushare.sandbox import levels
 from gpushare.submissions.snapshot import SnapshotError

@@ -10,45 +10,19 @@ than on a translation.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import NoReturn, ParamSpec, TypedDict, TypeVar
 
-from gpushare.reports.messages import T as T  # re-exported: graders write T(...) too
-from gpushare.submissions.workdir import WORKDIR_ABSENT as WORKDIR_ABSENT  # re-exported
+from gpushare.feedback import WORKDIR_ABSENT as WORKDIR_ABSENT
+
+# re-exported: graders write T(...), Value and CheckFailed from here (gpushare.feedback is the
+# model itself)
+from gpushare.feedback import CheckFailed as CheckFailed
+from gpushare.feedback import T as T
+from gpushare.feedback import Value as Value
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-
-# What a failure says it expected, found and where: text, a number, a translatable value, or a
-# sequence of them (a tuple enumerates names, a list strings clauses: messages.render_value).
-# Sequence, not list: list is invariant, and a list[T] must be a Value too.
-Value = str | int | T | Sequence["Value"] | None
-
-
-class CheckFailed(AssertionError):
-    """Raised by a check; carries the pieces of the learner's feedback, not the prose."""
-
-    def __init__(
-        self,
-        *,
-        expected: Value = None,
-        found: Value = None,
-        where: Value = None,
-        problem: T | None = None,
-        hint: T | None = None,
-        cause: str | None = None,
-    ) -> None:
-        super().__init__(problem.key if problem else "check failed")
-        self.expected = expected
-        self.found = found
-        self.where = where
-        self.problem = problem
-        self.hint = hint  # in place of the check's own hint, where that one would mislead
-        # a short stable key of the root condition this failure follows from
-        # ("config:shared:refused"): the first failure with it is told in full, later ones
-        # point to it
-        self.cause = cause
 
 
 class CheckMeta(TypedDict):
@@ -81,9 +55,19 @@ def fail(
     found: Value = None,
     where: Value = None,
     problem: T | None = None,
-    hint: T | None = None,
+    hint: T | str | None = None,
     cause: str | None = None,
+    **hint_values: object,
 ) -> NoReturn:
+    """Fail the check. ``hint``: this finding's own hint, a catalog key of ``[values]`` with
+    ``hint_values`` as its placeholders (or a :class:`T`), in place of the check's; ``cause``:
+    the key of the root condition this failure follows from (see gpushare.feedback.Failure)."""
     raise CheckFailed(
-        expected=expected, found=found, where=where, problem=problem, hint=hint, cause=cause
+        expected=expected,
+        found=found,
+        where=where,
+        problem=problem,
+        hint=hint,
+        cause=cause,
+        **hint_values,
     )

@@ -54,7 +54,7 @@ class Options:
     context: str | None = None
     cluster: str | None = None
     snapshot: Path | None = None  # grade this file instead of a cluster
-    lang: str | None = None  # default: GPUSHARE_LANG, the locale, the lab's default_lang
+    lang: str | None = None  # chosen by the entry point (messages.resolve_lang); required
     seed: int | None = None  # default: a new one, recorded in the results
     steps: set[int] = field(default_factory=set)  # empty: every step
     timeout: float | None = None  # seconds for the whole grade; unfinished checks are errors
@@ -150,8 +150,10 @@ def open_session(
     """
     if options.snapshot and (options.kubeconfig or options.context):
         raise OptionError("--snapshot grades the file alone: no --kubeconfig or --context with it")
+    if not options.lang:  # a bug of the caller's: the entry point chooses it
+        raise OptionError("no language chosen (the command resolves --lang)")
     try:
-        lang = messages.resolve_lang(options.lang)  # else GPUSHARE_LANG, the locale, the lab's
+        lang = messages.offered(options.lang)
     except ValueError as exc:
         raise OptionError(str(exc)) from None
     with contextlib.ExitStack() as stack:

@@ -19,6 +19,7 @@ from decimal import Decimal, InvalidOperation
 from typing import ClassVar
 
 from gpushare.data import Json, JsonObject
+from gpushare.feedback import T
 from gpushare.kube.errors import ApiError, Unreachable
 from gpushare.kube.verbs import Verbs
 from gpushare.lab import definition
@@ -49,10 +50,12 @@ def quantity(value: Json) -> Decimal | None:
     return number * _SUFFIX[suffix] if suffix else number
 
 
-def show_quantity(value: Decimal | None) -> str:
-    """A quantity as feedback shows it; ``<none>`` when absent, as kubectl prints it."""
+def show_quantity(value: Decimal | None) -> str | T:
+    """A quantity as feedback shows it; when absent, a value that says it is not set, in the
+    learner's language (never kubectl's ``<none>``, which reads as something the learner wrote).
+    """
     if value is None:
-        return "<none>"
+        return T("quantity_not_set")
     return str(int(value)) if value == value.to_integral_value() else str(value.normalize())
 
 
@@ -128,6 +131,41 @@ def pending_reason(pod: JsonObject, limit: int = 300) -> str | None:
             text = head + dot.strip() if head else text
             return (text if len(text) <= limit else text[: limit - 1] + "…") or None
     return None
+
+
+# The scheduler's message for a pod it cannot place, as kube-scheduler writes it (Kubernetes
+# v1.31 pkg/scheduler/framework/types.go, FitError.Error: "0/%v nodes are available: %v.",
+# the reasons counted per node), each reason a filter plugin's own words: nodeunschedulable
+# ErrReasonUnschedulable "node(s) were unschedulable", noderesources/fit.go "Insufficient %v",
+# nodeaffinity ErrReasonPod "node(s) didn't match Pod's node affinity/selector",
+# tainttoleration "node(s) had untolerated taint {%s: %s}".
+_FIT_ERROR = re.compile(r"0/(\d+) nodes are available: (.+?)\.?$")
+_FIT_REASONS = (
+    (re.compile(r"(\d+) node\(s\) were unschedulable"), "sched_cordoned"),
+    (re.compile(r"(\d+) Insufficient (\S+)"), "sched_insufficient"),
+    (re.compile(r"(\d+) node\(s\) didn't match Pod's node affinity/selector"), "sched_selector"),
+    (re.compile(r"(\d+) node\(s\) had untolerated taint (\{.*\})"), "sched_taint"),
+)
+
+
+def explain_scheduler(message: str) -> T:
+    """The scheduler's reason (:func:`pending_reason`) said in the learner's language, node by
+    node, with its own words kept as a quote; a reason of another form is quoted as it is."""
+    total = _FIT_ERROR.fullmatch(message)
+    parts: list[T] = []
+    for part in total.group(2).split(", ") if total else ():
+        for pattern, key in _FIT_REASONS:
+            m = pattern.fullmatch(part)
+            if m:
+                named = "taint" if key == "sched_taint" else "resource"
+                extra = {named: m.group(2)} if m.lastindex == 2 else {}
+                parts.append(T(key, n=int(m.group(1)), **extra))
+                break
+        else:
+            return T("scheduler_quoted", quote=message)
+    if total is None or not parts:
+        return T("scheduler_quoted", quote=message)
+    return T("scheduler_explained", total=int(total.group(1)), reasons=tuple(parts), quote=message)
 
 
 def _match_expression(expr: JsonObject, labels: dict[str, str]) -> bool:

@@ -63,7 +63,8 @@ def asks_one(pod: JsonObject, resource: str, where: Value) -> None:
     """Fail unless ``pod`` asks for exactly one ``resource`` (over all its containers)."""
     asked = requested(pod, resource)
     if asked != 1:
-        fail(expected=f"{resource}: 1", found=f"{resource}: {show_quantity(asked)}", where=where)
+        found = T("key_value", key=resource, value=show_quantity(asked))
+        fail(expected=f"{resource}: 1", found=found, where=where)
 
 
 def usable(read: R | FileProblem) -> R:

@@ -35,7 +35,7 @@ from gpushare.grading.errors import GradeError
 from gpushare.grading.grade import OptionError, Outcome, add_options, open_session, options_from
 from gpushare.grading.labstate import LabState
 from gpushare.grading.session import GradeSession
-from gpushare.reports import terminal
+from gpushare.reports import messages, terminal
 from gpushare.reports.clean import line
 from gpushare.reports.clean import text as shown
 from gpushare.reports.results import number_key
@@ -63,9 +63,12 @@ def pytest_configure(config: pytest.Config) -> None:
     stack = contextlib.ExitStack()
     config.stash[EXIT_KEY] = stack
     try:
-        config.stash[GRADE_KEY] = stack.enter_context(
-            open_session(options_from(config.option, PREFIX))
-        )
+        options = options_from(config.option, PREFIX)
+        try:  # this entry point chooses the language, as gpushare.cli does for its commands
+            options.lang = messages.resolve_lang(options.lang)
+        except ValueError as exc:
+            raise OptionError(str(exc)) from None
+        config.stash[GRADE_KEY] = stack.enter_context(open_session(options))
     except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
     except SnapshotError as exc:
@@ -200,13 +203,14 @@ def pytest_runtest_makereport(
     gs = item.config.stash[GRADE_KEY]
     if report.when == "call" or report.failed:
         if report.passed:
-            gs.record(meta, item.nodeid, True, "", "")
+            gs.record(meta, item.nodeid, True, None, "")
         else:
             exc = call.excinfo.value if call.excinfo else RuntimeError("unknown")
-            text, error = gs.feedback(meta["number"], exc)
+            failure, error = gs.feedback(meta["number"], exc)
+            gs.record(meta, item.nodeid, False, failure, error)
             # cleaned for pytest's terminal and XML
+            text = gs.said(meta["number"])
             report.longrepr = shown(f"{gs.headline(meta['number'])}\n{text}")
-            gs.record(meta, item.nodeid, False, text, error)
     return report
 
 

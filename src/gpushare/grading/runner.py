@@ -119,10 +119,10 @@ def _run_all(
             kwargs = {p: session.lab() if p == "lab" else inputs[p] for p in check.parameters()}
             check.function(**kwargs)
         except Exception as exc:
-            text, error = session.feedback(check.meta["number"], exc)
-            session.record(check.meta, check.nodeid, False, text, error)
+            failure, error = session.feedback(check.meta["number"], exc)
+            session.record(check.meta, check.nodeid, False, failure, error)
         else:
-            session.record(check.meta, check.nodeid, True, "", "")
+            session.record(check.meta, check.nodeid, True, None, "")
         durations[check.nodeid] = time.perf_counter() - t0
 
 

@@ -18,6 +18,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from gpushare.data import JsonObject
+from gpushare.feedback import Failure
 from gpushare.grading import background
 from gpushare.grading.checks import CheckFailed, CheckMeta, T
 from gpushare.grading.errors import GradeError
@@ -239,8 +240,9 @@ class GradeSession:
 
     # -- outcomes -------------------------------------------------------------------
 
-    def feedback(self, number: str, exc: BaseException) -> tuple[str, str]:
-        """(the learner's feedback, the kind of error) for a check that raised.
+    def feedback(self, number: str, exc: BaseException) -> tuple[Failure, str]:
+        """(the failure as data, the kind of error) for a check that raised: said only when an
+        output is written (gpushare.reports.messages.render), in the report's language.
 
         The kind is "" for the learner's own failure, "cluster" when the grader could not read
         the cluster (the grade is void: exit 2, no score), "grader" for a bug of ours.
@@ -256,12 +258,14 @@ class GradeSession:
                     if whole
                     else T("could_not_read", what=exc.what[:200], error=exc.reason[:300])
                 )
-            return messages.render_failure(
-                number, CheckFailed(problem=T("api_error", error=str(exc)[:300])), self.lang
-            ), "cluster"
+            problem = T("api_error", error=str(exc)[:300])
+            return Failure(problem=problem, kind="cluster", cause="grader:cluster"), "cluster"
         if isinstance(exc, CheckFailed):
-            return messages.render_failure(number, exc, self.lang), ""
-        return messages.render_error(number, exc, self.lang), "grader"
+            return exc.failure, ""
+        error = f"{type(exc).__name__}: {exc}"[:300]
+        return Failure(problem=T("grader_error", error=error), kind="grader", check_hint=False), (
+            "grader"
+        )
 
     def time_out(self, metas: list[CheckMeta], nodeids: list[str], running: str | None) -> None:
         """The deadline struck: every check without a result becomes an error saying what was
@@ -280,28 +284,33 @@ class GradeSession:
             if meta["number"] in self.results:
                 continue
             what = "running" if meta["number"] == running else "not started"
-            text = messages.render_failure(
-                meta["number"],
-                CheckFailed(problem=T("timed_out", seconds=seconds, state=T(f"timed_out_{what}"))),
-                self.lang,
-            )
-            self._store(meta, nodeid, False, text, "timeout")
+            problem = T("timed_out", seconds=seconds, state=T(f"timed_out_{what}"))
+            self._store(meta, nodeid, False, Failure(problem=problem, kind="timeout"), "timeout")
         self.sealed = True
 
     def headline(self, number: str) -> str:
         return f"{number} {messages.title(number, self.lang)}"
 
-    def record(self, meta: CheckMeta, nodeid: str, passed: bool, output: str, error: str) -> None:
+    def said(self, number: str) -> str:
+        """Check ``number``'s feedback as the report will say it (pytest's own output)."""
+        report = self.report()
+        return next((report.said(c) for c in report.checks if c.number == number), "")
+
+    def record(
+        self, meta: CheckMeta, nodeid: str, passed: bool, failure: Failure | None, error: str
+    ) -> None:
         if self.sealed:  # after a time-out: the results are final
             return
         number = meta["number"]
         if number in self.results:
-            if not passed:  # a teardown failure after a pass: the check is failed after all
-                self.results[number].fail(output, error)
+            if not passed and failure is not None:  # a teardown failure after a pass
+                self.results[number].fail(failure, error)
             return
-        self._store(meta, nodeid, passed, output, error)
+        self._store(meta, nodeid, passed, failure, error)
 
-    def _store(self, meta: CheckMeta, nodeid: str, passed: bool, output: str, error: str) -> None:
+    def _store(
+        self, meta: CheckMeta, nodeid: str, passed: bool, failure: Failure | None, error: str
+    ) -> None:
         number = meta["number"]
         self.results[number] = results.CheckResult(
             number=number,
@@ -310,7 +319,7 @@ class GradeSession:
             max_score=meta["points"],
             score=meta["points"] if passed else 0,
             passed=passed,
-            output=output,
+            failure=failure,
             error=error,
             nodeid=nodeid,
         )

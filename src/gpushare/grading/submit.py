@@ -61,11 +61,7 @@ def learner_id(option: str | None, ask: Callable[[], str] | None, store: Path | 
 def run_cli(args: argparse.Namespace) -> int:
     from gpushare.grading import capture  # the cluster read; after the id, which may be asked
 
-    try:
-        lang = messages.resolve_lang(args.lang)
-    except ValueError as exc:
-        print(f"gpushare: {exc}", file=sys.stderr)
-        return 2
+    lang = args.lang  # chosen by the command line (gpushare.cli.choose_lang)
     workdir = Path(args.workdir).expanduser() if args.workdir else default_workdir()
 
     def ask() -> str:

@@ -117,7 +117,8 @@ class ExportOptions:
     moodle_id: str = "email"
     with_feedback: bool = False  # Moodle: a column saying the points lost
     missing_zero: bool = False  # a roster learner with no submission gets 0, not blank
-    lang: str | None = None
+    lang: str | None = None  # chosen by the command line; None: each learner's
+    fallback_lang: str = "en"  # a learner's own is unknown: the command's (cli.choose_lang)
     to: Path | None = None  # default: the class folder
 
 
@@ -159,6 +160,7 @@ def export(class_dir: Path, opts: ExportOptions) -> tuple[list[Written], Roster]
                 opts.assignment.strip(),
                 with_feedback=opts.with_feedback,
                 lang=lang,
+                fallback_lang=opts.fallback_lang,
             )
         path, side = targets[name]
         gradebook.write_text(path, body, private=True)  # the roster's e-mails and SIS IDs
@@ -182,7 +184,7 @@ def _checked(opts: ExportOptions) -> str | None:
     lang = opts.lang
     if lang is not None:
         try:
-            lang = messages.resolve_lang(lang, instructor=True)
+            lang = messages.offered(lang)
         except ValueError as exc:
             raise ExportError(str(exc)) from None
     if not opts.assignment.strip():
@@ -272,6 +274,7 @@ def run_cli(args: argparse.Namespace) -> int:
             with_feedback=args.feedback,
             missing_zero=args.missing == "zero",
             lang=args.lang,
+            fallback_lang=args.fallback_lang,
             to=Path(args.to).expanduser() if args.to else None,
         )
         written, roster = export(Path(args.class_dir).expanduser(), opts)

@@ -44,12 +44,12 @@ from gpushare import __version__
 from gpushare.classroom.gradebook import write_text
 from gpushare.classroom.inputs import seed_for
 from gpushare.data import JsonObject
+from gpushare.feedback import T
 from gpushare.grading import guard
 from gpushare.grading.errors import GradeError
 from gpushare.grading.grade import OptionError, Options, grade, lab_points
 from gpushare.locations import default_fixtures, graders_dir, lock_file
 from gpushare.reports import clean, messages, terminal
-from gpushare.reports.messages import T
 from gpushare.reports.policy import Policy, PolicyError, total_warning
 from gpushare.reports.policy import load as load_policy
 from gpushare.reports.results import Report
@@ -167,11 +167,10 @@ def _bundle_settings(timeout: float | None, lang: str | None, sandbox: str) -> J
         raise BundleError(f"--timeout {timeout:g}: give seconds below Gradescope's 600")
     if sandbox not in ("auto", "require"):
         raise BundleError(f"--sandbox {sandbox}: auto or require")
-    # --lang, else GPUSHARE_LANG, else the lab's default: written out, never the builder's
-    # locale, nor null
-    chosen = lang or os.environ.get("GPUSHARE_LANG") or messages.lab_default()
+    # chosen by the command (gpushare.cli.choose_lang: never the builder's locale),
+    # written out, never null
     try:
-        lang = messages.resolve_lang(chosen)
+        lang = messages.offered(lang or messages.lab_default())
     except ValueError as exc:
         raise BundleError(str(exc)) from None
     return {
@@ -323,8 +322,8 @@ def run(root: Path) -> int:
     # the bundle's graders and fixtures, whatever the package's own location says
     os.environ["GPUSHARE_GRADERS"] = str(source / "graders")
     os.environ["GPUSHARE_FIXTURES"] = str(source / "fixtures")
-    try:
-        lang = messages.resolve_lang(settings["lang"])
+    try:  # the bundle's own, chosen when it was built
+        lang = messages.offered(str(settings["lang"] or messages.lab_default()))
     except ValueError:
         lang = messages.lab_default()
     # the uid level: none of ours readable by the runs

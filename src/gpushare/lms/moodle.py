@@ -103,7 +103,15 @@ def feedback(row: Row, lang: str) -> str:
     return word("lms_lost", lang, score=row.score, max=row.max_score, lost=listed)
 
 
-def text(rows: list[Entry], kind: str, name: str, *, with_feedback: bool, lang: str | None) -> str:
+def text(
+    rows: list[Entry],
+    kind: str,
+    name: str,
+    *,
+    with_feedback: bool,
+    lang: str | None,
+    fallback_lang: str = messages.REFERENCE,
+) -> str:
     """The import file: the identifier column, the grade column, the feedback column if asked
     (in ``lang``, else in the language each learner's own feedback was written in)."""
     buf = io.StringIO()
@@ -115,11 +123,14 @@ def text(rows: list[Entry], kind: str, name: str, *, with_feedback: bool, lang: 
         if with_feedback:
             said = ""
             if entry.state == GRADED and entry.row is not None:
-                said = html.escape(feedback(entry.row, lang or _lang(entry.row)), quote=False)
+                said = html.escape(
+                    feedback(entry.row, lang or _lang(entry.row, fallback_lang)), quote=False
+                )
             cells.append(said)
         out.writerow(cells)
     return BOM + buf.getvalue()
 
 
-def _lang(row: Row) -> str:
-    return row.lang if row.lang in messages.langs() else messages.resolve_lang(None)
+def _lang(row: Row, fallback: str) -> str:
+    """The row's own language, else the command's (chosen by gpushare.cli)."""
+    return row.lang if row.lang in messages.langs() else fallback

@@ -55,7 +55,7 @@ def write(
         if not check.passed:
             # learners' files and script output may hold what XML 1.0 cannot carry, and escapes
             # a CI log would play on a terminal (see reports.clean)
-            text = clean.text(f"{headline[check.number]}\n{check.output}")
+            text = clean.text(f"{headline[check.number]}\n{report.said(check)}")
             # an <error> when the check could not judge (cluster unreadable, a grader bug):
             # not the learner's failure, and CI dashboards tell the two apart
             failure = ET.SubElement(case, "error" if check.error else "failure", message=text)

@@ -27,34 +27,16 @@ import string
 import sys
 import tomllib
 from collections.abc import Iterable
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, TypedDict
+from typing import TypedDict
 
-from gpushare.data import Json
+from gpushare.feedback import CheckFailed, Failure
+from gpushare.feedback import T as T  # re-exported, as from_data and to_data: said values
+from gpushare.feedback import from_data as from_data
+from gpushare.feedback import to_data as to_data
 from gpushare.lab import definition
 from gpushare.locations import graders_dir
-
-if TYPE_CHECKING:
-    from gpushare.grading.checks import CheckFailed
-
-
-@dataclass(init=False)
-class T:
-    """A translatable value: a catalog key under ``[values]`` and its parameters.
-
-    Checks and readers of learners' files say what they found as these, never as prose; the
-    catalogs of this module turn them into the learner's language.
-    """
-
-    key: str
-    params: dict[str, object]
-
-    def __init__(self, key: str, /, **params: object) -> None:
-        self.key = key
-        self.params = params
-
 
 # One language's words, in the four tables a catalog file may hold (this form because "class"
 # is a keyword). A check's entry holds its "title" and "hint".
@@ -99,19 +81,23 @@ def gaps(lang: str) -> list[str]:
     return list(_gaps(lang, _lab_texts()))
 
 
-def resolve_lang(option: str | None, *, instructor: bool = False) -> str:
+def resolve_lang(option: str | None, *, instructor: bool = False, locale: bool = True) -> str:
     """``--lang``, else ``GPUSHARE_LANG``, else the locale (LC_ALL, LC_MESSAGES, LANG) when the
     lab offers it, else the fallback: English for an instructor's command (``instructor``: the
     class commands, the report), the lab's :func:`lab_default` for a learner. A fallback the
     lab does not offer (a lab with no Chinese texts) becomes a language it has, with a warning
-    on stderr, rather than feedback in a language half of whose texts are missing."""
+    on stderr, rather than feedback in a language half of whose texts are missing.
+
+    The one place a language is chosen: each command's entry point calls it once
+    (``gpushare.cli.choose_lang``, the pytest plugin) and passes the language down; nothing
+    below reads the environment for it. ``locale=False``: not the caller's locale (a Gradescope
+    bundle is built on the instructor's machine for learners elsewhere). ValueError for a
+    language not offered.
+    """
     for value in (option, os.environ.get("GPUSHARE_LANG")):
         if value:
-            lang = value.strip().lower()[:2]
-            if lang not in found() or gaps(lang):
-                raise ValueError(_unknown(value, lang))
-            return lang
-    for var in ("LC_ALL", "LC_MESSAGES", "LANG"):
+            return offered(value)
+    for var in ("LC_ALL", "LC_MESSAGES", "LANG") if locale else ():
         value = os.environ.get(var, "")
         if value and value not in ("C", "POSIX") and not value.startswith("C."):
             lang = value.lower()[:2]
@@ -119,10 +105,10 @@ def resolve_lang(option: str | None, *, instructor: bool = False) -> str:
                 return lang
             break
     wanted = REFERENCE if instructor else lab_default()
-    offered = langs()
-    if wanted in offered or not offered:
+    have = langs()
+    if wanted in have or not have:
         return wanted
-    chosen = REFERENCE if REFERENCE in offered else offered[0]
+    chosen = REFERENCE if REFERENCE in have else have[0]
     _warn_once(f"gpushare: the lab has no complete {wanted} texts; using {chosen} (--lang)")
     return chosen
 
@@ -130,6 +116,15 @@ def resolve_lang(option: str | None, *, instructor: bool = False) -> str:
 @cache
 def _warn_once(text: str) -> None:
     print(text, file=sys.stderr)
+
+
+def offered(value: str) -> str:
+    """``value`` as a language code (``"en_US"`` -> ``"en"``) when it is offered; ValueError
+    (the usage error's text) when not. Reads no environment: for a language already chosen."""
+    lang = value.strip().lower()[:2]
+    if lang not in found() or gaps(lang):
+        raise ValueError(_unknown(value, lang))
+    return lang
 
 
 def _unknown(value: str, lang: str) -> str:
@@ -285,8 +280,39 @@ def labelled(key: str, value: str, lang: str) -> str:
     return f"{label(key, lang)}{label('sep', lang)}{value}"
 
 
-def render_failure(number: str, failure: CheckFailed, lang: str) -> str:
+_SENTENCE_ENDS = (".", "?", "!", "。", "？", "！", "다", "요")
+
+
+def render(
+    number: str,
+    failure: Failure | CheckFailed,
+    lang: str,
+    *,
+    root: tuple[str, Failure] | None = None,
+) -> str:
+    """The learner's feedback for one failed check, from its data: what every output writes.
+
+    ``root``: (number, failure) of the earlier check this one follows from (the same cause);
+    then one line points to it ("See 1.3: ...") instead of repeating its diagnosis.
+    """
+    if isinstance(failure, CheckFailed):
+        failure = failure.failure
+    if root is not None:
+        check, cause = root
+        # the root's diagnosis in one sentence: its problem, else what it found when that is a
+        # sentence of its own ("sharing.timeSlcing (line 5): ... Did you mean ...?"), else its
+        # title (what it found is then a bare value: "absent")
+        why = render_value(cause.problem if cause.problem is not None else cause.found, lang)
+        if why.rstrip().endswith(_SENTENCE_ENDS):
+            return render_value(T("follows_from", check=check, why=why), lang)
+        return render_value(T("follows_check", check=check, title=title(check, lang)), lang)
+    return render_failure(number, failure, lang)
+
+
+def render_failure(number: str, failure: Failure | CheckFailed, lang: str) -> str:
     """The learner's feedback for one failed check: problem, expected, found, where, hint."""
+    if isinstance(failure, CheckFailed):
+        failure = failure.failure
     lines = []
     if failure.problem is not None:
         lines.append(render_value(failure.problem, lang))
@@ -298,34 +324,12 @@ def render_failure(number: str, failure: CheckFailed, lang: str) -> str:
         if value is not None and value != "":
             lines.append(labelled(key, render_value(value, lang), lang))
     # a failure whose check's hint would mislead carries its own
-    text = render_value(failure.hint, lang) if failure.hint is not None else hint(number, lang)
+    if failure.kind:  # the grader could not judge: not the learner's mistake, and whom to tell
+        lines.append(render_value(T("grader_side"), lang))
+    if failure.hint is not None:
+        text = render_value(failure.hint, lang)
+    else:
+        text = hint(number, lang) if failure.check_hint else ""
     if text:
         lines.append(labelled("hint", text, lang))
     return "\n".join(lines)
-
-
-def render_error(number: str, exc: BaseException, lang: str) -> str:
-    """Feedback for a grader that raised unexpectedly: the learner loses nothing silently."""
-    return render_value(T("grader_error", error=f"{type(exc).__name__}: {exc}"[:300]), lang)
-
-
-def to_data(value: object) -> Json:
-    """A translatable value as JSON data (``{"key": ..., "params": {...}}``), so a reason kept in
-    a results.json can be said again later in another language (a class report's)."""
-    if isinstance(value, T):
-        return {"key": value.key, "params": {k: to_data(v) for k, v in value.params.items()}}
-    if isinstance(value, tuple | list):
-        return [to_data(v) for v in value]
-    return value if isinstance(value, str | int | float) or value is None else str(value)
-
-
-def from_data(data: Json) -> object:
-    """The inverse of :func:`to_data`; anything else read back (a file is a stranger's) is text,
-    and a key no catalog knows shows as itself rather than failing a report."""
-    if isinstance(data, dict) and isinstance(data.get("key"), str):
-        params = data.get("params")
-        params = params if isinstance(params, dict) else {}
-        return T(data["key"], **{str(k): from_data(v) for k, v in params.items()})
-    if isinstance(data, list):
-        return tuple(from_data(v) for v in data)
-    return data if isinstance(data, str | int | float) or data is None else str(data)

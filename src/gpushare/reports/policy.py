@@ -22,15 +22,15 @@ its step's, else the default. ``points`` (in a check's own table only) re-weight
 without editing the lab: every output then counts it so, and :func:`total` is the lab's total
 under the policy, which the instructor's commands state (and warn about when it is not 100).
 
-Why withholding replaces the whole feedback and not just two lines of it: a check's feedback
-is rendered prose, and its other lines carry the same facts (a check on unseen cases names the
-case that failed first in its problem line, describes it under "where", and shows under "found"
-the learner's output on it, which may echo the case's own names). So a withheld feedback
-keeps none of them: a check that is not visible says only that its details are not shown; a
-visible check with ``show_expected = false`` says that, plus its hint, which by the house rules
-guides without giving the answer. A check that is not visible can never show expected values
-(``show_expected = true`` there is refused): nbgrader #917 and #1363 are hidden tests leaking
-through exactly that feedback.
+Why withholding replaces the whole feedback and not just two lines of it: a failure's other
+fields carry the same facts (a check on unseen cases names the case that failed first in its
+problem line, describes it under "where", and shows under "found" the learner's output on it,
+which may echo the case's own names). So a withheld feedback keeps none of them, neither in
+its words nor as data in results.json: a check that is not visible says only that its details
+are not shown; a visible check with ``show_expected = false`` says that, plus its hint, which
+by the house rules guides without giving the answer. A check that is not visible can never
+show expected values (``show_expected = true`` there is refused): nbgrader #917 and #1363 are
+hidden tests leaking through exactly that feedback.
 
 The policy is applied to the :class:`~gpushare.reports.results.Report` once, before anything is
 written, by :func:`apply`; every output is made from that report, so results.json, the JUnit
@@ -218,7 +218,6 @@ def apply(report: Report, policy: Policy | None) -> Report:
     if policy is None:
         return report
     report.policy = policy.describe()
-    lang = report.lang
     for check in report.checks:
         points = policy.points(check.number, check.max_score)
         if points != check.max_score:
@@ -226,12 +225,7 @@ def apply(report: Report, policy: Policy | None) -> Report:
             check.score = points if check.passed else 0
         rule = policy.rule(check.number)
         check.visibility = rule.visibility
-        if rule.show_expected or check.withheld or (check.passed and not check.output):
+        if rule.show_expected or (check.passed and check.failure is None and not check.output):
             continue
-        lines = [messages.render_value(messages.T("withheld"), lang)]
-        hint = messages.hint(check.number, lang)
-        if rule.visibility == "visible" and hint:
-            lines.append(messages.labelled("hint", hint, lang))
-        check.output = "\n".join(lines)
-        check.withheld = True
+        check.withheld = True  # said as such by every output (CheckResult.said)
     return report

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from gpushare import __version__, versions
 from gpushare.data import JsonObject
+from gpushare.feedback import Failure, grader_side
 from gpushare.reports import messages
 
 # What a JUnit XML may say about what was graded, besides the grade's own properties: these
@@ -53,39 +54,66 @@ class CheckResult:
     max_score: int
     score: int
     passed: bool
-    output: str
+    # what the check found, as data (gpushare.feedback): every output says it when it writes
+    failure: Failure | None = None
     # "" (the learner's own result), "cluster" (the grader could not read the cluster: not a
     # result at all), "timeout" (the deadline struck first) or "grader" (a bug of ours)
     error: str
     nodeid: str
+    # the feedback as prose, for a result made without a check's data (a class's submission
+    # that could not be graded at all says why in words of its own)
+    output: str = ""
     # set by the instructor's policy (gpushare.reports.policy.apply): Gradescope's four values,
-    # and whether the feedback was reduced
+    # and whether the feedback was reduced (then only the check's hint, where it is visible)
     visibility: str = "visible"
     withheld: bool = False
 
-    def fail(self, output: str, error: str) -> None:
+    def fail(self, failure: Failure, error: str) -> None:
         self.passed = False
         self.score = 0
-        self.output = output
+        self.failure = failure
         self.error = self.error or error
 
-    def as_test(self) -> JsonObject:
+    def said(self, lang: str, root: tuple[str, Failure] | None = None) -> str:
+        """This check's feedback in ``lang``: the one way every output says it.
+
+        ``root``: (number, failure) of an earlier check that failed for the same cause; this
+        one then points to it rather than repeating its diagnosis (see messages.render)."""
+        if self.withheld:
+            lines = [messages.render_value(messages.T("withheld"), lang)]
+            hint = messages.hint(self.number, lang)
+            if self.visibility == "visible" and hint:
+                lines.append(messages.labelled("hint", hint, lang))
+            return "\n".join(lines)
+        if self.failure is None:
+            return self.output
+        return messages.render(self.number, self.failure, lang, root=root)
+
+    def as_test(self, output: str, root: str | None = None) -> JsonObject:
+        """One entry of results.json's ``tests``, with ``output`` its feedback as said; the
+        failure's data under ``extra_data.feedback`` (never a withheld one's), and ``root``,
+        the check whose cause this one follows from."""
+        extra: JsonObject = {
+            "step": self.step,
+            "nodeid": self.nodeid,
+            "withheld": self.withheld,
+            "grader_error": self.error == "grader",
+            "could_not_grade": self.error == "cluster",
+            "timed_out": self.error == "timeout",
+        }
+        if self.failure is not None and not self.withheld:
+            extra["feedback"] = self.failure.as_data()
+            if root:
+                extra["feedback"]["follows"] = root
         return {
             "name": f"{self.number} {self.title}",
             "number": self.number,
             "score": self.score,
             "max_score": self.max_score,
             "status": "passed" if self.passed else "failed",
-            "output": self.output,
+            "output": output,
             "visibility": self.visibility,
-            "extra_data": {
-                "step": self.step,
-                "nodeid": self.nodeid,
-                "withheld": self.withheld,
-                "grader_error": self.error == "grader",
-                "could_not_grade": self.error == "cluster",
-                "timed_out": self.error == "timeout",
-            },
+            "extra_data": extra,
         }
 
 
@@ -191,6 +219,32 @@ class Report:
         more = messages.T("not_shown", count=len(hidden), points=sum(c.max_score for c in hidden))
         return f"{total}\n{messages.render_value(more, self.lang)}"
 
+    def roots(self) -> dict[str, tuple[str, Failure]]:
+        """cause -> (number, failure) of the first check, in number order, that failed with it:
+        the one told in full; later failures with the same cause point to it."""
+        out: dict[str, tuple[str, Failure]] = {}
+        for c in self.checks:
+            failure = c.failure
+            # a check learners do not see in full is no root: pointing to it would tell
+            shown = c.visibility == "visible" and not c.withheld
+            if failure is not None and failure.cause and not c.passed and shown:
+                out.setdefault(failure.cause, (c.number, failure))
+        return out
+
+    def root_of(self, check: CheckResult) -> tuple[str, Failure] | None:
+        """The earlier check ``check`` follows from (same cause), or None: its own root."""
+        cause = check.failure.cause if check.failure is not None else None
+        root = self.roots().get(cause) if cause and not check.passed else None
+        return root if root is not None and root[0] != check.number else None
+
+    def said(self, check: CheckResult, lang: str | None = None) -> str:
+        """``check``'s feedback in ``lang`` (the report's own by default), pointing to the
+        check it follows from: what every output of this report writes for it."""
+        if check.passed and check.failure is None:
+            return check.output
+        root = self.root_of(check) if not check.withheld else None
+        return check.said(lang or self.lang, root)
+
     def steps(self, checks: list[CheckResult] | None = None) -> dict[int, tuple[int, int, bool]]:
         """step -> (score, max score, every check passed), of ``checks`` (default: all)."""
         out: dict[int, tuple[int, int, bool]] = {}
@@ -277,7 +331,7 @@ class Report:
             "output": "\n".join(filter(None, [self.workdir_notice(), self.figures(), verdict])),
             "visibility": "visible",
             "stdout_visibility": "hidden",
-            "tests": [c.as_test() for c in self.checks],
+            "tests": [self._test(c) for c in self.checks],
             "extra_data": self.metadata(),
         }
         if self.timed_out:  # finished checks keep their scores: a partial grade, marked so
@@ -292,7 +346,20 @@ class Report:
             out["output"] = messages.render_value(
                 messages.T("report_not_graded", reason=self.reason_said()), self.lang
             )
+        if not self.complete and self.grader_side:
+            out["output"] += "\n" + messages.render_value(messages.T("grader_side"), self.lang)
         return out
+
+    @property
+    def grader_side(self) -> bool:
+        """Whether the grade is void or cut short for a reason not the learner's doing (a
+        reason kept only as English words, from an older gpushare or an option, is not known
+        to be)."""
+        return grader_side(self.could_not_grade_detail)
+
+    def _test(self, check: CheckResult) -> JsonObject:
+        root = self.root_of(check) if not check.withheld else None
+        return check.as_test(self.said(check), root[0] if root else None)
 
     def write_json(self, path: Path) -> None:
         """Write atomically: an LMS polling the file never reads half of it."""

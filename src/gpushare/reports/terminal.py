@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 import unicodedata
+from collections.abc import Callable
 
 from gpushare.reports import clean, messages
 from gpushare.reports.results import CheckResult, Report
@@ -91,21 +92,30 @@ def render(report: Report, *, color: bool, feedback: bool = True) -> str:
             )
         )
         out.append(paint(DIM, f"  server={graded.get('server')}  user={graded.get('user') or '-'}"))
-    failed = [c for c in shown if not c.passed]
+    # the root causes first: a check that fails for the same cause as an earlier one only
+    # points to it, so it comes after every root
+    failed = sorted((c for c in shown if not c.passed), key=lambda c: report.root_of(c) is not None)
     if feedback and failed:
         out.append("")
         out.append(paint(BOLD, messages.label("failures_title", lang)))
-        out.extend(failure_lines(failed, color=color))
+        out.extend(failure_lines(failed, color=color, said=report.said))
     return "\n".join(out).rstrip() + "\n"
 
 
-def failure_lines(failed: list[CheckResult], *, color: bool) -> list[str]:
+def failure_lines(
+    failed: list[CheckResult],
+    *,
+    color: bool,
+    said: Callable[[CheckResult], str] | None = None,
+) -> list[str]:
     """Each failed check's block as ``gpushare grade`` prints it (``gpushare watch`` shows the
-    same blocks for the step the learner is on)."""
+    same blocks for the step the learner is on). ``said``: a check's feedback as its report
+    says it (Report.said); without it, the words the check holds (``output``)."""
     out: list[str] = []
     for c in failed:
         head = f"[{c.number}] {c.title}  (0/{c.max_score})"
         out.append(f"{RED}{head}{RESET}" if color else head)
-        out.extend("    " + line for line in clean.text(c.output).splitlines())
+        text = said(c) if said is not None else c.output
+        out.extend("    " + line for line in clean.text(text).splitlines())
         out.append("")
     return out

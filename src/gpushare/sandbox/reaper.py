@@ -225,70 +225,119 @@ def _spawn(request: _Request, reaper_pid: int, extra_fd: tuple[int, int] | None)
     children): still root, it makes the run's other namespaces, then forks the script and
     waits for it; it ends with the script, and the kernel ends the rest of the namespace.
     """
-    argv, env = request.argv, request.env
     namespaced = request.cleanup == "ns"
     err_r, err_w = os.pipe()  # close-on-exec: EOF without data means exec succeeded
     life_r, life_w = os.pipe() if namespaced else (-1, -1)  # EOF: the reaper is gone
     pid = os.fork()
     if pid == 0:  # pragma: no cover - child, replaced by exec
-        try:
-            os.close(err_r)
-            if extra_fd is not None:
-                fd, number = extra_fd
-                if err_w == number:  # keep our error pipe out of the way
-                    err_w = os.dup(err_w)
-                if fd == number:
-                    os.set_inheritable(fd, True)
-                else:
-                    os.dup2(fd, number)  # inheritable
-            _limits.apply_rlimits(request.limits, processes=request.own_uid)
-            _signal.set_wakeup_fd(-1)
-            # Python ignores SIGPIPE and SIGXFSZ, and ignored signals survive exec: restore them,
-            # or e.g. `yes | head -1` inside the script would never end.
-            for sig in (_signal.SIGPIPE, _signal.SIGXFSZ, _signal.SIGCHLD, *_ABORT_SIGNALS):
-                _signal.signal(sig, _signal.SIG_DFL)
-            _signal.pthread_sigmask(_signal.SIG_SETMASK, ())
-            parent = reaper_pid
-            if namespaced:
-                os.close(life_w)
-                try:
-                    _enter_namespaces(request)
-                except OSError as exc:
-                    os.write(err_w, b"!" + str(exc).encode())
-                    os._exit(_EXEC_FAILED)
-                _prctl(_PR_SET_PDEATHSIG, _signal.SIGKILL)
-                if select.select([life_r], [], [], 0)[0]:  # the reaper died before that
-                    os._exit(_EXEC_FAILED)
-                script = os.fork()
-                if script != 0:
-                    os.close(err_w)  # the script's copy alone says whether exec worked
-                    _init(script, request.uid, request.gid)
-                parent = 1  # the script's parent: our init, pid 1 of the run's namespace
-            os.setsid()
-            # Dies with the reaper even if the reaper is SIGKILLed (kept across exec, not across
-            # the uid change: set after it).
-            _drop_privileges(request.uid, request.gid)
-            _new_session_keyring()
-            if namespaced:
-                _clear_user_keyrings()  # what a run of a killed grade may have left
-                # a setuid or setgid file it finds (or plants) gives nothing (bubblewrap sets
-                # the same in its own sandbox)
-                _prctl(_PR_SET_NO_NEW_PRIVS, 1)
-            _prctl(_PR_SET_PDEATHSIG, _signal.SIGKILL)
-            if os.getppid() != parent:
-                os._exit(_EXEC_FAILED)
-            devnull = os.open(os.devnull, os.O_RDONLY)
-            os.dup2(devnull, 0)  # also drops the control pipe, which was our stdin
-            os.close(devnull)
-            os.execvpe(argv[0], argv, env)
-        except OSError as exc:
-            os.write(err_w, str(exc.errno or 0).encode())
-        except BaseException:
-            os.write(err_w, b"0")
-        os._exit(_EXEC_FAILED)
+        _child(request, reaper_pid, extra_fd, (err_r, err_w), (life_r, life_w))
     os.close(err_w)
     if namespaced:
         os.close(life_r)  # life_w stays open in us until we exit
+    _check_exec(pid, err_r, request.argv[0])
+    return pid
+
+
+def _child(
+    request: _Request,
+    reaper_pid: int,
+    extra_fd: tuple[int, int] | None,
+    err: tuple[int, int],
+    life: tuple[int, int],
+) -> None:  # pragma: no cover - child, replaced by exec
+    """The forked child of :func:`_spawn`, up to exec: whatever fails on the way is written to
+    the error pipe (the parent's only news of it) and ends the child. Never returns.
+
+    Between fork and exec it runs only what is loaded already: no import, no new lock."""
+    err_r, err_w = err
+    try:
+        os.close(err_r)
+        if extra_fd is not None:
+            fd, number = extra_fd
+            if err_w == number:  # keep our error pipe out of the way
+                err_w = os.dup(err_w)
+            if fd == number:
+                os.set_inheritable(fd, True)
+            else:
+                os.dup2(fd, number)  # inheritable
+        _limits.apply_rlimits(request.limits, processes=request.own_uid)
+        _default_signals()
+        parent = reaper_pid
+        if request.cleanup == "ns":
+            _become_init(request, err_w, life)
+            parent = 1  # the script's parent: our init, pid 1 of the run's namespace
+        _exec_script(request, parent)
+    except OSError as exc:
+        os.write(err_w, str(exc.errno or 0).encode())
+    except BaseException:
+        os.write(err_w, b"0")
+    os._exit(_EXEC_FAILED)
+
+
+def _default_signals() -> None:  # pragma: no cover - child, replaced by exec
+    """Give the script the signal state of a fresh process: no wakeup fd of ours, default
+    dispositions, nothing blocked. Ignored signals and the mask survive exec, and Python
+    ignores SIGPIPE and SIGXFSZ: left so, e.g. `yes | head -1` inside the script would never
+    end."""
+    _signal.set_wakeup_fd(-1)
+    for sig in (_signal.SIGPIPE, _signal.SIGXFSZ, _signal.SIGCHLD, *_ABORT_SIGNALS):
+        _signal.signal(sig, _signal.SIG_DFL)
+    _signal.pthread_sigmask(_signal.SIG_SETMASK, ())
+
+
+def _become_init(
+    request: _Request, err_w: int, life: tuple[int, int]
+) -> None:  # pragma: no cover - the run's init
+    """At the ``uid`` level, in the child, still root: make the run's namespaces and view, arm
+    death with the reaper, then fork the script. The init stays here for good (:func:`_init`);
+    the script returns, to go on to exec.
+
+    A failure to make the namespaces is written as ``!MESSAGE`` (ours to fix, not an exec
+    failure); if the reaper died before death with it was armed, the child ends at once."""
+    life_r, life_w = life
+    os.close(life_w)
+    try:
+        _enter_namespaces(request)
+    except OSError as exc:
+        os.write(err_w, b"!" + str(exc).encode())
+        os._exit(_EXEC_FAILED)
+    _prctl(_PR_SET_PDEATHSIG, _signal.SIGKILL)
+    if select.select([life_r], [], [], 0)[0]:  # the reaper died before that
+        os._exit(_EXEC_FAILED)
+    script = os.fork()
+    if script != 0:
+        os.close(err_w)  # the script's copy alone says whether exec worked
+        _init(script, request.uid, request.gid)
+
+
+def _exec_script(request: _Request, parent: int) -> None:  # pragma: no cover - replaced by exec
+    """The script's last steps before exec, in this order: a new session; the run's uid, then,
+    as that uid, a new session keyring of its own (at ``uid`` also its user keyrings emptied,
+    and no new privileges); death with ``parent`` (armed after the uid change, which clears
+    it); stdin on /dev/null. Returns only by raising."""
+    os.setsid()
+    _drop_privileges(request.uid, request.gid)
+    _new_session_keyring()
+    if request.cleanup == "ns":
+        _clear_user_keyrings()  # what a run of a killed grade may have left
+        # a setuid or setgid file it finds (or plants) gives nothing (bubblewrap sets
+        # the same in its own sandbox)
+        _prctl(_PR_SET_NO_NEW_PRIVS, 1)
+    # Dies with the reaper even if the reaper is SIGKILLed (kept across exec, not across
+    # the uid change: set after it).
+    _prctl(_PR_SET_PDEATHSIG, _signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(_EXEC_FAILED)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)  # also drops the control pipe, which was our stdin
+    os.close(devnull)
+    os.execvpe(request.argv[0], request.argv, request.env)
+
+
+def _check_exec(pid: int, err_r: int, name: bytes) -> None:
+    """Read the child's error pipe to its end: nothing means exec succeeded (the pipe is
+    close-on-exec); else reap the child and raise what it wrote (:class:`_SetupFailed` for
+    ``!MESSAGE``, OSError for an errno)."""
     with open(err_r, "rb") as fh:
         data = fh.read()
     if data:
@@ -296,8 +345,7 @@ def _spawn(request: _Request, reaper_pid: int, extra_fd: tuple[int, int] | None)
         if data.startswith(b"!"):
             raise _SetupFailed(data[1:].decode("utf-8", "replace"))
         err = int(data) if data.isdigit() else 0
-        raise OSError(err, os.strerror(err) if err else "cannot start", argv[0])
-    return pid
+        raise OSError(err, os.strerror(err) if err else "cannot start", name)
 
 
 def _enter_namespaces(request: _Request) -> None:
@@ -444,34 +492,12 @@ def _run(request: _Request, start: float, wake_r: int) -> int:
         json_r, json_w = os.pipe()
         os.set_blocking(json_r, False)
     try:
-        try:
-            if request.cleanup == "ns":  # our next child is pid 1 of a namespace of its own
-                _ns.unshare(_ns.FOR_CHILDREN)
-            pid = _spawn(
-                request, os.getpid(), (json_w, request.status_fd_number) if json_w >= 0 else None
-            )
-        except _SetupFailed as exc:
-            _report(status_fd, f"error the uid level's namespaces: {exc}")
+        pid = _start_script(request, json_w)
+        if pid is None:
             return 0
-        except OSError as exc:
-            if request.cleanup == "ns" and exc.filename is None:  # unshare, not exec
-                _report(status_fd, f"error the uid level's namespaces: {exc}")
-                return 0
-            _report(status_fd, f"exec {exc.errno or 0}")
-            return 0
-        finally:
-            if json_w >= 0:
-                os.close(json_w)
         _report(status_fd, f"pid {pid}")
         outcome = _wait_for_script(pid, start + request.timeout, 0, wake_r)
-        for sig in _ABORT_SIGNALS:  # cleanup must not be interrupted half-way
-            _signal.signal(sig, _signal.SIG_IGN)
-        if outcome != "exit":
-            os.kill(pid, _signal.SIGKILL)  # our unreaped child: its pid cannot have been reused
-        if request.cleanup in ("pidns", "ns"):
-            leftovers, statuses = 0, {pid: os.waitpid(pid, 0)[1]}
-        else:
-            leftovers, statuses = _kill_tree(pid)
+        leftovers, statuses = _end_script(request, pid, outcome)
         # bubblewrap writes the exit code only of a command it did start; one read takes all
         # its status (a pipe holds 64 KiB, and a read returns all that is in it).
         try:
@@ -491,6 +517,47 @@ def _run(request: _Request, start: float, wake_r: int) -> int:
     rc = "none" if timed_out or status is None else str(os.waitstatus_to_exitcode(status))
     _report(status_fd, f"done {rc} {int(timed_out)} {max(0, leftovers)}")
     return 0
+
+
+def _start_script(request: _Request, json_w: int) -> int | None:
+    """Start the script (at ``uid``, in a pid namespace made for it); its pid, or None once
+    the grader is told why it could not start: ``exec ERRNO`` for the script's own fault,
+    ``error ...`` for the namespaces (ours). Our copy of ``json_w`` (bubblewrap's status
+    pipe, -1: none) is closed either way: the script holds the only one left, so its end
+    is the pipe's."""
+    status_fd = request.status_fd
+    try:
+        if request.cleanup == "ns":  # our next child is pid 1 of a namespace of its own
+            _ns.unshare(_ns.FOR_CHILDREN)
+        return _spawn(
+            request, os.getpid(), (json_w, request.status_fd_number) if json_w >= 0 else None
+        )
+    except _SetupFailed as exc:
+        _report(status_fd, f"error the uid level's namespaces: {exc}")
+        return None
+    except OSError as exc:
+        if request.cleanup == "ns" and exc.filename is None:  # unshare, not exec
+            _report(status_fd, f"error the uid level's namespaces: {exc}")
+            return None
+        _report(status_fd, f"exec {exc.errno or 0}")
+        return None
+    finally:
+        if json_w >= 0:
+            os.close(json_w)
+
+
+def _end_script(request: _Request, pid: int, outcome: str) -> tuple[int, dict[int, int]]:
+    """End the run as its level does, from now on deaf to abort signals (a cleanup must not be
+    interrupted half-way): kill the script unless it exited, then reap it alone (``pidns``,
+    ``ns``: its namespace ends with it) or the whole tree (``tree``). Returns (strays killed,
+    wait statuses)."""
+    for sig in _ABORT_SIGNALS:
+        _signal.signal(sig, _signal.SIG_IGN)
+    if outcome != "exit":
+        os.kill(pid, _signal.SIGKILL)  # our unreaped child: its pid cannot have been reused
+    if request.cleanup in ("pidns", "ns"):
+        return 0, {pid: os.waitpid(pid, 0)[1]}
+    return _kill_tree(pid)
 
 
 def _detach(status_fd: int) -> None:

@@ -332,42 +332,12 @@ class Supervisor:
         """
         argv = _checked(argv, timeout, output_cap)
         level = self.sandbox.level
-        uid = gid = -1
-        status_fd = None
-        view: list[str] = []
         if level is not Level.NONE:
             problem = _exec_problem(argv[0], cwd)
             if problem is not None:
                 return Pending(argv, cwd, 0.0, 0.0, 0, [], error=problem)
-        if self._stage is not None:
-            slot = self._stage.slot
-            try:
-                uid = slot.take()
-            except OSError as exc:
-                raise SandboxError(f"no uid for this run: {exc}") from None
-            gid = slot.gid
-            try:
-                pairs = self._stage.place(cwd, readable)
-            except OSError as exc:
-                slot.give(uid)
-                raise SandboxError(f"could not stage the run's files: {exc}") from None
-        else:
-            pairs = [(os.path.abspath(p), os.path.abspath(p)) for p in [cwd, *readable]]
-        if level is Level.BUBBLEWRAP:
-            assert self.sandbox.isolation is not None
-            env = environment(self.sandbox.isolation.runtime, env, SCRATCH)
-            argv = self.sandbox.isolation.command(
-                argv, cwd=os.fspath(cwd), binds=pairs, status_fd=_BWRAP_STATUS_FD
-            )
-            status_fd = _BWRAP_STATUS_FD
-        elif level is Level.UID:
-            assert self._stage is not None
-            found = runtime.find()
-            env = environment(found, env, SCRATCH)
-            shown = [] if found.home.startswith("/usr/") else [(found.home, found.home)]
-            view = [self._stage.view_root]
-            for source, dest in [*shown, *pairs]:
-                view += [source, dest]
+        uid, gid, pairs = self._place(cwd, readable)
+        argv, env, status_fd, view = self._command(argv, cwd, env, pairs)
         cleanup = {Level.BUBBLEWRAP: "pidns", Level.UID: "ns"}.get(level, "tree")
         request = _encode_request(
             argv,
@@ -380,6 +350,66 @@ class Supervisor:
             view,
         )
         start = time.monotonic()
+        ours = self._send(request, uid)
+        done = _Done(self._stage.slot, uid) if self._stage is not None else None
+        return Pending(
+            argv, cwd, start, start + timeout, output_cap, ours, isolation=level.value, done=done
+        )
+
+    def _place(self, cwd: Path, readable: Sequence[Path]) -> tuple[int, int, list[tuple[str, str]]]:
+        """The run's uid and gid (-1: the grader's) and its (source, destination) binds: at a
+        level with a uid per run, a uid taken from the slot and ``cwd`` and ``readable`` staged
+        where that uid can read them (the uid is given back if staging fails); else the paths
+        themselves, bound in place."""
+        if self._stage is None:
+            return -1, -1, [(os.path.abspath(p), os.path.abspath(p)) for p in [cwd, *readable]]
+        slot = self._stage.slot
+        try:
+            uid = slot.take()
+        except OSError as exc:
+            raise SandboxError(f"no uid for this run: {exc}") from None
+        try:
+            pairs = self._stage.place(cwd, readable)
+        except OSError as exc:
+            slot.give(uid)
+            raise SandboxError(f"could not stage the run's files: {exc}") from None
+        return uid, slot.gid, pairs
+
+    def _command(
+        self,
+        argv: list[str],
+        cwd: Path,
+        env: dict[str, str] | None,
+        pairs: list[tuple[str, str]],
+    ) -> tuple[list[str], dict[str, str] | None, int | None, list[str]]:
+        """What the reaper runs at this level: (argv, environment, descriptor of bubblewrap's
+        status pipe, view). At ``bubblewrap``, the script wrapped in bwrap with the binds; at
+        ``uid``, the script itself, with the view its init builds (the view's root, then
+        source and destination of each bind, the runtime's home first unless under /usr,
+        which is shown anyway); both with the run's environment. At ``none``, as given."""
+        level = self.sandbox.level
+        if level is Level.BUBBLEWRAP:
+            assert self.sandbox.isolation is not None
+            env = environment(self.sandbox.isolation.runtime, env, SCRATCH)
+            argv = self.sandbox.isolation.command(
+                argv, cwd=os.fspath(cwd), binds=pairs, status_fd=_BWRAP_STATUS_FD
+            )
+            return argv, env, _BWRAP_STATUS_FD, []
+        if level is Level.UID:
+            assert self._stage is not None
+            found = runtime.find()
+            env = environment(found, env, SCRATCH)
+            shown = [] if found.home.startswith("/usr/") else [(found.home, found.home)]
+            view = [self._stage.view_root]
+            for source, dest in [*shown, *pairs]:
+                view += [source, dest]
+            return argv, env, None, view
+        return argv, env, None, []
+
+    def _send(self, request: bytes, uid: int) -> list[int]:
+        """Hand ``request`` to the master with the run's four pipes (their other ends); return
+        our ends (stdout, stderr, status, control). If it cannot be sent, our ends are closed
+        and the run's uid given back; the master's ends are closed here in any case."""
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         st_r, st_w = os.pipe()
@@ -403,10 +433,7 @@ class Supervisor:
         finally:
             for fd in (out_w, err_w, st_w, ctl_r):
                 os.close(fd)
-        done = _Done(self._stage.slot, uid) if self._stage is not None else None
-        return Pending(
-            argv, cwd, start, start + timeout, output_cap, ours, isolation=level.value, done=done
-        )
+        return ours
 
 
 class _Done:

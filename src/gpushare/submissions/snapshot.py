@@ -42,8 +42,8 @@ from pathlib import Path
 
 from gpushare import __version__, versions
 from gpushare.data import Json, JsonObject
+from gpushare.feedback import T
 from gpushare.reports import clean
-from gpushare.reports.messages import T
 from gpushare.submissions import bounded
 from gpushare.submissions.workdir import MAX_BYTES, link_outside
 

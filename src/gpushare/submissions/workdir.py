@@ -19,7 +19,8 @@ from pathlib import Path
 import yaml
 
 from gpushare.data import Json, JsonObject
-from gpushare.reports.messages import T
+from gpushare.feedback import WORKDIR_ABSENT as WORKDIR_ABSENT  # re-exported: the root it names
+from gpushare.feedback import T
 from gpushare.submissions import bounded
 
 MAX_BYTES = 1024 * 1024
@@ -83,11 +84,6 @@ def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> LineDict:
 
 
 _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
-# The cause of every failure of a learner's file when the work dir itself is missing: the
-# report says that once, first, with how to name another (``--workdir``, ``WORKDIR=``)
-WORKDIR_ABSENT = "workdir:absent"
 
 
 @dataclass
