@@ -241,6 +241,16 @@ class _Tmux:
         subprocess.run(["tmux", "-S", self.socket, "kill-server"], capture_output=True)
 
 
+def _fresh_watch(tmp: Path) -> list[str]:
+    """The command of a watch of a fresh lab and the reference work dir (step 3 is all cluster:
+    only kubectl turns it green)."""
+    cluster.reset(TEST_CLUSTER)
+    work = tmp / "work"
+    shutil.copytree(ROOT / "solutions" / "workdir", work)
+    args = ["watch", "--cluster", TEST_CLUSTER, "--workdir", str(work), "--lang", "en"]
+    return [sys.executable, "-m", "gpushare", *args]
+
+
 def _apply(lab: cluster.Lab, commands) -> None:
     for args in commands:
         kubectl(lab, *args)
@@ -250,21 +260,7 @@ def _apply(lab: cluster.Lab, commands) -> None:
     shutil.which("tmux") is None, reason="tmux is not installed (make test installs it)"
 )
 def test_watch_in_a_real_terminal(lab: cluster.Lab, tmp_path: Path) -> None:
-    cluster.reset(TEST_CLUSTER)
-    work = tmp_path / "work"
-    shutil.copytree(ROOT / "solutions" / "workdir", work)
-    command = [
-        sys.executable,
-        "-m",
-        "gpushare",
-        "watch",
-        "--cluster",
-        TEST_CLUSTER,
-        "--workdir",
-        str(work),
-        "--lang",
-        "en",
-    ]
+    command = _fresh_watch(tmp_path)
     env = {"NO_COLOR": "1", "TERM": "xterm-256color", "PYTHONPATH": str(ROOT / "src")}
     tmux = _Tmux(tmp_path, command, env)
     try:
@@ -315,22 +311,8 @@ def test_watch_in_a_real_terminal(lab: cluster.Lab, tmp_path: Path) -> None:
 
 
 def test_watch_on_a_pipe_prints_lines(lab: cluster.Lab, tmp_path: Path) -> None:
-    cluster.reset(TEST_CLUSTER)
-    work = tmp_path / "work"
-    shutil.copytree(ROOT / "solutions" / "workdir", work)
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gpushare",
-            "watch",
-            "--cluster",
-            TEST_CLUSTER,
-            "--workdir",
-            str(work),
-            "--lang",
-            "en",
-        ],
+        _fresh_watch(tmp_path),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
