@@ -149,6 +149,8 @@ def test_the_screen_fits_80x24_and_gives_the_terminal_back(monkeypatch) -> None:
     lines = body.replace("\x1b[K", "").split("\r\n")
     assert len(lines) == 24 and all(len(text) <= 80 for text in lines)
     assert "3. MIG mixed node" in body and "[3.1] check 3.1  (0/2)" in body
+    first = next(i for i, text in enumerate(lines) if "Found: line 0 of" in text)
+    assert lines[first + 1].startswith(" " * 8 + "x")  # a long line goes on, indented, not cut
     assert lines[-1] == "Ctrl-C to quit" and "\x1b[3" not in body  # colour only when asked
 
 

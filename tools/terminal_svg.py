@@ -105,14 +105,18 @@ def lines(output: str, columns: int = COLUMNS) -> list[list[tuple[str, Style]]]:
     return out
 
 
-def svg(output: str, command: list[str]) -> str:
+def svg(
+    output: str,
+    command: list[str],
+    label: str = "A learner's terminal: gpushare grade with failed checks",
+) -> str:
     rows = [[(f"$ {' '.join(command)}", Style("#8cc265", True))], *lines(output)]
     width = PAD * 2 + CELL_W * COLUMNS
     height = PAD * 2 + 22 + LINE_H * len(rows)
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
         f'viewBox="0 0 {width:.0f} {height:.0f}" role="img" '
-        'aria-label="A learner\'s terminal: gpushare grade with failed checks">',
+        f'aria-label="{escape(label, {chr(34): "&quot;"})}">',
         f"<desc>{MARK}: {escape(' '.join(command))}</desc>",
         f'<rect width="100%" height="100%" rx="8" fill="{BG}"/>',
         *(

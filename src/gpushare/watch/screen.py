@@ -114,6 +114,32 @@ def _cut(text: str, width: int) -> str:
     return "".join(out)
 
 
+def _wrap(text: str, width: int) -> list[str]:
+    """A feedback line folded to ``width`` columns at its spaces (a word longer than a line is
+    cut where it must), its continuations indented under its text; a line with our colour
+    codes, a heading, is cut instead: it is short."""
+    if "\x1b" in text or _width(text) <= width:
+        return [text]
+    lead = len(text) - len(text.lstrip(" "))
+    indent = " " * (lead + 4)
+    out: list[str] = []
+    current = " " * lead
+    for word in text[lead:].split(" "):
+        joined = f"{current} {word}" if current.strip() else current + word
+        if _width(joined) <= width:
+            current = joined
+            continue
+        if current.strip():
+            out.append(current)
+        current = indent + word
+        while _width(current) > width:  # a word with no room to break in
+            head = _cut(current, width)
+            out.append(head)
+            current = indent + current[len(head) :]
+    out.append(current)
+    return out
+
+
 class Screen:
     """The alternate screen of a terminal, drawn whole at each change."""
 
@@ -144,7 +170,7 @@ class Screen:
             lines += ["", _paint(self.color, code, clean.line(view.banner))]
         lines.append("")
         room = rows - len(lines) - 1
-        focus = view.focus_lines(self.color)
+        focus = [part for text in view.focus_lines(self.color) for part in _wrap(text, cols)]
         if len(focus) > room:
             focus = [*focus[: max(0, room - 1)], "    …"]
         lines += focus
