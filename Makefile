@@ -205,10 +205,12 @@ cli-docs: install
 
 # docs/terminal.svg: a learner's terminal with failed checks, drawn from a real grade of
 # examples/mistakes.gpushare.tgz (tools/terminal_svg.py); docs/watch.svg: `make watch` on a lab
-# of its own, drawn from its screen in tmux (tools/watch_svg.py)
+# of its own, drawn from its screen in tmux (tools/watch_svg.py); docs/report.png: the sample
+# class's report.html as headless Chromium draws it (tools/report_png.py)
 docs-pictures: setup test-tools
 	@$(BIN)/python tools/terminal_svg.py
 	@$(TESTENV) $(BIN)/python tools/watch_svg.py
+	@$(TESTENV) $(BIN)/python tools/report_png.py
 
 # requirements/docs.lock again from requirements/docs.in, hashed (pip-tools, as `make lock`)
 docs-lock:
