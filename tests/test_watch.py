@@ -141,17 +141,26 @@ def test_the_screen_fits_80x24_and_gives_the_terminal_back(monkeypatch) -> None:
         shutil, "get_terminal_size", lambda fallback=(80, 24): os.terminal_size((80, 24))
     )
     out = _Tty()
-    screen = Screen(out, color=False, title="gpushare watch  /w")  # type: ignore[arg-type]  # a stream's two methods
+    screen = Screen(out, color=False, title="gpushare watch  /w", hold_stderr=False)  # type: ignore[arg-type]  # a stream's two methods
     screen.draw(_view())
     screen.close()
     assert out.text.startswith("\x1b[?1049h") and out.text.endswith("\x1b[?25h\x1b[?1049l")
     body = out.text.split("\x1b[H", 1)[1].rsplit("\x1b[J", 1)[0]
     lines = body.replace("\x1b[K", "").split("\r\n")
-    assert len(lines) == 24 and all(len(text) <= 80 for text in lines)
+    assert len(lines) == 24 and all(len(text) <= 79 for text in lines)  # the last column free
     assert "3. MIG mixed node" in body and "[3.1] check 3.1  (0/2)" in body
     first = next(i for i, text in enumerate(lines) if "Found: line 0 of" in text)
     assert lines[first + 1].startswith(" " * 8 + "x")  # a long line goes on, indented, not cut
     assert lines[-1] == "Ctrl-C to quit" and "\x1b[3" not in body  # colour only when asked
+
+
+def test_what_goes_to_stderr_waits_for_the_screen_to_go(capfd) -> None:
+    """A warning written while the screen is up would scroll it: it is said after Ctrl-C."""
+    screen = Screen(_Tty(), color=False, title="t")  # type: ignore[arg-type]  # a stream's two methods
+    os.write(2, b"gpushare: a warning\n")  # fd 2: Python's sys.stderr and any child's
+    assert capfd.readouterr().err == ""
+    screen.close()
+    assert capfd.readouterr().err == "gpushare: a warning\n"
 
 
 def test_lines_say_each_change_once() -> None:
@@ -221,7 +230,7 @@ class _Tmux:
         # the shell outlives a Ctrl-C (a trap of its own; the command gets the signal as
         # from a terminal) and then says how the command ended
         shell = f"trap : INT; env {exports} {' '.join(command)}; echo EXITED $?; sleep 600"
-        self.run("new-session", "-d", "-x", "80", "-y", "24", "sh", "-c", shell)
+        self.run("-u", "new-session", "-d", "-x", "80", "-y", "24", "sh", "-c", shell)  # UTF-8
 
     def run(self, *args: str) -> str:
         done = subprocess.run(["tmux", "-S", self.socket, *args], capture_output=True, text=True)
@@ -263,7 +272,12 @@ def _apply(lab: cluster.Lab, commands) -> None:
 )
 def test_watch_in_a_real_terminal(lab: cluster.Lab, tmp_path: Path) -> None:
     command = _fresh_watch(tmp_path)
-    env = {"NO_COLOR": "1", "TERM": "xterm-256color", "PYTHONPATH": str(ROOT / "src")}
+    env = {
+        "NO_COLOR": "1",
+        "TERM": "xterm-256color",
+        "LANG": "C.UTF-8",
+        "PYTHONPATH": str(ROOT / "src"),
+    }
     tmux = _Tmux(tmp_path, command, env)
     try:
         tmux.until("the first screen", lambda p: _step3(p) == "FAIL", 30)

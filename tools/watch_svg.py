@@ -41,9 +41,9 @@ def screen(work: Path, sock: Path) -> str:
         "--lang",
         "en",
     ]
-    shell = f"TERM=xterm-256color {' '.join(command)}; sleep 600"
+    shell = f"TERM=xterm-256color LANG=C.UTF-8 {' '.join(command)}; sleep 600"
     subprocess.run(
-        [*tmux, "new-session", "-d", "-x", "80", "-y", "24", "sh", "-c", shell], check=True
+        [*tmux, "-u", "new-session", "-d", "-x", "80", "-y", "24", "sh", "-c", shell], check=True
     )
     try:
         deadline = time.monotonic() + 60

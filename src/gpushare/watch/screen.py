@@ -11,11 +11,13 @@ the blocks of the step the learner is on when they change.
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
+import tempfile
 import unicodedata
 from dataclasses import dataclass, field
-from typing import TextIO
+from typing import IO, TextIO
 
 from gpushare.reports import clean, messages, terminal
 from gpushare.reports.results import CheckResult
@@ -143,15 +145,26 @@ def _wrap(text: str, width: int) -> list[str]:
 class Screen:
     """The alternate screen of a terminal, drawn whole at each change."""
 
-    def __init__(self, stream: TextIO, color: bool, title: str) -> None:
+    def __init__(self, stream: TextIO, color: bool, title: str, hold_stderr: bool = True) -> None:
         self.stream = stream
         self.color = color
         self.title = title
+        # what anything writes to stderr meanwhile (a warning, a child's line) would land in the
+        # middle of the screen and scroll it: it is kept, and said after the screen is gone
+        self._stderr: tuple[int, IO[bytes]] | None = None
+        if hold_stderr:
+            sys.stderr.flush()
+            held = tempfile.TemporaryFile()  # noqa: SIM115 (open until close(), below)
+            self._stderr = (os.dup(2), held)
+            os.dup2(held.fileno(), 2)
         stream.write("\x1b[?1049h\x1b[?25l")  # alternate screen, cursor hidden
         stream.flush()
 
     def draw(self, view: View) -> None:
         cols, rows = shutil.get_terminal_size((80, 24))
+        # the last column is never written: a line that fills it leaves the terminal waiting to
+        # wrap, and one glyph it counts wider than we do (a non-UTF-8 locale) scrolls the screen
+        cols = max(20, cols - 1)
         right = (
             messages.label("watch_grading", view.lang)
             if view.grading
@@ -181,9 +194,22 @@ class Screen:
         self.stream.flush()
 
     def close(self) -> None:
-        """The terminal as it was: the main screen back, the cursor shown."""
+        """The terminal as it was: the main screen back, the cursor shown; then what was
+        written to stderr meanwhile (its last 64 KiB)."""
         self.stream.write("\x1b[?25h\x1b[?1049l")
         self.stream.flush()
+        if self._stderr is not None:
+            saved, held = self._stderr
+            self._stderr = None
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            size = held.seek(0, os.SEEK_END)
+            held.seek(max(0, size - 65536))
+            said = held.read()
+            held.close()
+            if said:
+                os.write(2, said)
 
 
 class Lines:
