@@ -826,3 +826,20 @@ def test_step_8_names_a_nodes_role_before_its_name(outcomes):
     }
     o = _case(outcomes, "8.1 node affinity selecting two nodes")
     assert "labels that select only the" in _render(o, "8.1", "expected")["en"]
+
+
+def test_an_apiserver_refusal_is_said_in_the_learners_language_with_its_words_quoted():
+    """5.4's dry-run refused for a missing namespace (or another quota, or any reason): zh and
+    ko say why in their own words; the apiserver's English stays, as a quote."""
+    import test_step5_quota as step5
+    from gpushare.reports import messages
+
+    said = step5._denial_said('namespaces "team-a" not found')
+    assert said.key == "apiserver_no_namespace" and said.params["namespace"] == "team-a"
+    other = step5._denial_said('pods "x" is forbidden: exceeded quota: other-q, requested: ...')
+    assert other.key == "apiserver_other_quota" and other.params["quota"] == "other-q"
+    assert step5._denial_said("Internal error").key == "apiserver_refused"
+    for lang in ("zh", "ko"):
+        text = messages.render_value(said, lang)
+        assert text.index("“") < text.index('namespaces "team-a" not found') < text.index("”")
+        assert not text.startswith("namespaces")
