@@ -276,6 +276,7 @@ def test_watch_in_a_real_terminal(lab: cluster.Lab, tmp_path: Path) -> None:
         "NO_COLOR": "1",
         "TERM": "xterm-256color",
         "LANG": "C.UTF-8",
+        "COLUMNS": "100",  # another program's width: the screen asks the terminal its own
         "PYTHONPATH": str(ROOT / "src"),
     }
     tmux = _Tmux(tmp_path, command, env)

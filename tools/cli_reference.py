@@ -34,13 +34,22 @@ def commands(
 
 
 def render() -> str:
-    os.environ["COLUMNS"] = WIDTH  # argparse wraps at the terminal's width: make it one width
     from gpushare.cli import build_parser
 
-    parts = [HEAD]
-    for path, parser in commands(build_parser()):
-        title = " ".join(("gpushare", *path))
-        parts.append(f"## {title}\n\n```text\n{parser.format_help().rstrip()}\n```\n")
+    # argparse wraps at the terminal's width: one width here, and only while rendering (a test
+    # that calls this must not leave COLUMNS to every program it starts after)
+    before = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = WIDTH
+    try:
+        parts = [HEAD]
+        for path, parser in commands(build_parser()):
+            title = " ".join(("gpushare", *path))
+            parts.append(f"## {title}\n\n```text\n{parser.format_help().rstrip()}\n```\n")
+    finally:
+        if before is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = before
     return "\n".join(parts)
 
 

@@ -161,7 +161,7 @@ class Screen:
         stream.flush()
 
     def draw(self, view: View) -> None:
-        cols, rows = shutil.get_terminal_size((80, 24))
+        cols, rows = self._size()
         # the last column is never written: a line that fills it leaves the terminal waiting to
         # wrap, and one glyph it counts wider than we do (a non-UTF-8 locale) scrolls the screen
         cols = max(20, cols - 1)
@@ -192,6 +192,16 @@ class Screen:
         body = "\x1b[K\r\n".join(_cut(text, cols) for text in lines[:rows])
         self.stream.write("\x1b[H" + body + "\x1b[K\x1b[J")
         self.stream.flush()
+
+    def _size(self) -> tuple[int, int]:
+        """The terminal's own size, asked of the terminal: ``COLUMNS`` and ``LINES`` in the
+        environment (which shutil reads first) may be another program's, and a screen drawn
+        wider than the terminal wraps and scrolls."""
+        try:
+            size = os.get_terminal_size(self.stream.fileno())
+        except (AttributeError, OSError, ValueError):
+            size = shutil.get_terminal_size((80, 24))
+        return size.columns, size.lines
 
     def close(self) -> None:
         """The terminal as it was: the main screen back, the cursor shown; then what was
