@@ -53,6 +53,33 @@ def test_a_single_object_is_watched_through_its_collection() -> None:
     )
 
 
+HANGING_CLEANUP = """
+import io, os, signal, threading, time
+from gpushare.watch.loop import _EndDeadline
+from gpushare.watch.screen import Lines
+signal.signal(signal.SIGINT, _EndDeadline(Lines(io.StringIO(), "t")).interrupted)
+try:
+    print("ready", flush=True)
+    time.sleep(60)
+except KeyboardInterrupt:
+    threading.Event().wait()  # a cleanup that never ends
+"""
+
+
+def test_ctrl_c_ends_the_watch_even_when_its_cleanup_hangs() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HANGING_CLEANUP], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+    started = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    try:
+        assert proc.wait(timeout=20) == 0
+    finally:
+        proc.kill()
+    assert time.monotonic() - started >= 2.5  # the deadline, not the cleanup, ended it
+
+
 def test_a_step_is_graded_again_only_for_what_it_read() -> None:
     step1 = Reads(frozenset({"configmap"}), frozenset({"k8s/device-plugin-configs.yaml"}), False)
     step6 = Reads(frozenset(), frozenset(), True)

@@ -13,8 +13,12 @@ is one grade and one run of the script, not ten.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import queue
+import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +38,7 @@ from gpushare.watch.screen import Lines, Screen, StepView, View, want_screen
 QUIET = 0.25  # seconds without an event before grading what changed
 GATHER = 1.0  # seconds at most between the first event and the grade
 SCRIPT_FOLDER = "bin"
+END_WAIT = 3.0  # seconds a Ctrl-C may take before the process simply ends
 
 
 @dataclass(frozen=True)
@@ -146,6 +151,8 @@ def run_cli(args: argparse.Namespace) -> int:
         out = Lines(sys.stdout, title)
     cluster = ClusterWatch(target, paths, events).start()
     files = FileWatch(workdir, events).start()
+    deadline = _EndDeadline(out)
+    previous = signal.signal(signal.SIGINT, deadline.interrupted)
     try:
         _loop(watch, events, out, set(paths), workdir)
     except KeyboardInterrupt:
@@ -154,7 +161,39 @@ def run_cli(args: argparse.Namespace) -> int:
         out.close()
         cluster.close()
         files.close()
+        deadline.cancel()
+        signal.signal(signal.SIGINT, previous)
     return 0
+
+
+class _EndDeadline:
+    """Ctrl-C ends the watch within :data:`END_WAIT` seconds, whatever it was doing.
+
+    The interrupt unwinds the grade in flight (its sandbox ends the learner's runs), then the
+    watchers close. Should any of that hang, a timer armed by the interrupt restores the
+    terminal and ends the process: a learner's Ctrl-C is never left unanswered."""
+
+    def __init__(self, out: Screen | Lines) -> None:
+        self.out = out
+        self.timer: threading.Timer | None = None
+
+    def interrupted(self, _signum: int, _frame: object) -> None:
+        if self.timer is None:
+            self.timer = threading.Timer(END_WAIT, self._end_now)
+            self.timer.daemon = True
+            self.timer.start()
+        raise KeyboardInterrupt
+
+    def _end_now(self) -> None:
+        with contextlib.suppress(Exception):
+            self.out.close()
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(0)
+
+    def cancel(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
 
 
 def _loop(
