@@ -31,6 +31,7 @@ import binascii
 import difflib
 import math
 import re
+import string
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -39,6 +40,7 @@ from functools import lru_cache
 
 import yaml
 
+from gpulab import yamlv2
 from gpushare.lab_api import T, yaml_first_node
 
 PREFIX = "nvidia.com"  # api/config/v1/consts.go ResourceNamePrefix
@@ -232,14 +234,16 @@ def json_number(value: int | float) -> str:
 class _Composer:
     """yaml.v2's reading of the first document, on the nodes PyYAML composed.
 
-    PyYAML's parser is libyaml's, as yaml.v2's is (a port of it): the same syntax. What
-    differs is resolution, so plain scalars are resolved here by yaml.v2's table, not
-    PyYAML's; and keys become JSON's strings as sigs.k8s.io/yaml makes them.
+    PyYAML's parser is libyaml's, as yaml.v2's is (a port of it): the same syntax, but for the
+    corners :mod:`gpulab.yamlv2` rewrites before the parse. What differs is resolution, so
+    plain scalars are resolved here by yaml.v2's table, not PyYAML's; and keys become JSON's
+    strings as sigs.k8s.io/yaml makes them.
     """
 
-    def __init__(self, loader: yaml.SafeLoader, first_line: int) -> None:
+    def __init__(self, loader: yaml.SafeLoader, first_line: int, bom: str | None = None) -> None:
         self.loader = loader
         self.first_line = first_line
+        self.bom = bom  # what stands in for a BOM that starts a line (yamlv2.hide_boms)
 
     def line(self, node: yaml.Node) -> int:
         return int(node.start_mark.line) + self.first_line
@@ -254,6 +258,8 @@ class _Composer:
 
     def scalar(self, node: yaml.ScalarNode) -> Scalar:
         text, line = str(node.value), self.line(node)
+        if self.bom is not None:
+            text = text.replace(self.bom, yamlv2.BOM)
         if not node.style:  # plain: None in PyYAML's parser, "" in libyaml's
             # PyYAML's own resolution of this plain text: a tag that differs was written
             implicit = self.loader.resolve(yaml.ScalarNode, text, (True, False))  # type: ignore[no-untyped-call]  # PyYAML ships no annotations
@@ -340,13 +346,32 @@ def _no_float_specials(node: Node) -> None:
             stack.extend(n.items)
 
 
+def _first_node(text: str, loader: type[yaml.SafeLoader]) -> tuple[yaml.Node | None, bool]:
+    """:func:`yaml_first_node`, past the libyaml errors yaml.v2 does not make (see
+    :mod:`gpulab.yamlv2`): each is rewritten as yaml.v2 reads it, and the text parsed again."""
+    for _ in range(yamlv2.MAX_REPAIRS):
+        try:
+            return yaml_first_node(text, loader)
+        except yaml.MarkedYAMLError as exc:
+            repaired = yamlv2.repair(text, exc, loader)
+            if repaired is None or repaired == text:
+                raise
+            text = repaired
+    return yaml_first_node(text, loader)
+
+
 def parse_yaml(text: str, first_line: int = 1) -> tuple[Node | None, bool]:
     """The first document of ``text`` as yaml.v2 and sigs.k8s.io/yaml give it to JSON, and
     whether more documents follow (yaml.v2 yaml.go ``unmarshal`` parses one document: the
     plugin never sees the others). Raises :class:`Unreadable`."""
     loader_class = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    stand_in = yamlv2.placeholder(text)
+    readable = yamlv2.hide_boms(text, stand_in)
     try:
-        root, more = yaml_first_node(text, loader_class)
+        problem = yamlv2.version_problem(readable, loader_class)
+        if problem is not None:
+            raise Unreadable(T("dpr_yaml", error=problem), first_line)
+        root, more = _first_node(readable, loader_class)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         what = " ".join(filter(None, [exc.context, exc.problem])) or "syntax error"
@@ -356,7 +381,7 @@ def parse_yaml(text: str, first_line: int = 1) -> tuple[Node | None, bool]:
         raise Unreadable(T("dpr_yaml", error=str(exc)[:200])) from None
     if root is None:
         return None, more
-    composer = _Composer(loader_class(""), first_line)
+    composer = _Composer(loader_class(""), first_line, stand_in)
     node = composer.node(root)
     _no_float_specials(node)  # before any decoding: the JSON text is never made
     return node, more
@@ -1023,19 +1048,58 @@ class _Decoder:
 
 
 _GO_DURATION = re.compile(r"[-+]?(0|(([0-9]+\.?[0-9]*|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)")
-_UUID = (
-    r"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}|[0-9a-fA-F]{32})"
-)
-_GPU_UUID = rf"GPU-{_UUID}"
-_DEVICE_REF = re.compile(
-    rf"[0-9]+|[0-9]+:[0-9]+|{_GPU_UUID}|MIG-{_UUID}|MIG-{_GPU_UUID}/[0-9]+/[0-9]+"
-)
+
+
+def _go_uint(text: str) -> bool:
+    """strconv ``ParseUint(text, 10, 0)``: decimal digits only, no sign, below 2**64."""
+    return text.isascii() and text.isdigit() and int(text) < _UINT64
+
+
+def _go_uuid(text: str) -> bool:
+    """google/uuid v1.6 uuid.go ``Parse``, on bytes as Go measures them: 32 hex digits; or 36
+    characters with dashes at 8, 13, 18 and 23, hex between, bare, after ``urn:uuid:``, or
+    after any one byte of 38 (the braces are not checked, and the last byte is not read)."""
+    raw = text.encode()
+    if len(raw) == 32:
+        return all(chr(c) in string.hexdigits for c in raw)
+    if len(raw) == 45:
+        if raw[:9].lower() != b"urn:uuid:":
+            return False
+        raw = raw[9:]
+    elif len(raw) == 38:
+        raw = raw[1:]
+    elif len(raw) != 36:
+        return False
+    dashes = (8, 13, 18, 23)
+    return all(
+        raw[i] == ord("-") if i in dashes else chr(raw[i]) in string.hexdigits for i in range(36)
+    )
+
+
+def _is_device_ref(ref: str) -> bool:
+    """replicas.go ``IsGPUIndex``, ``IsMigIndex`` (``0:1``) or ``IsUUID`` (``GPU-`` and a
+    UUID; ``MIG-`` and a UUID, or a GPU UUID then ``/`` and two indexes)."""
+    if _go_uint(ref):
+        return True
+    index = ref.split(":", 1)
+    if len(index) == 2 and all(_go_uint(part) for part in index):
+        return True
+    if ref.startswith("GPU-"):
+        return _go_uuid(ref[4:])
+    if not ref.startswith("MIG-"):
+        return False
+    parts = ref[4:].split("/", 2)
+    return _go_uuid(ref[4:]) or (
+        len(parts) == 3
+        and parts[0].startswith("GPU-")
+        and _go_uuid(parts[0][4:])
+        and all(_go_uint(part) for part in parts[1:])
+    )
 
 
 def _device_ref(node: Node) -> str | None:
-    """One item of a ``devices`` list (replicas.go ``ReplicatedDeviceRef``, the UUIDs as
-    google/uuid ``Parse`` takes them): a whole number from 0, or text that is a GPU index,
-    a MIG index or a GPU or MIG UUID."""
+    """One item of a ``devices`` list (replicas.go ``ReplicatedDevices.UnmarshalJSON``): a
+    whole number from 0 (a uint64, made decimal text), or text that is a device reference."""
     if _null(node):
         return "0"
     number = _number(node)
@@ -1043,7 +1107,7 @@ def _device_ref(node: Node) -> str | None:
         text = json_number(number)
         return text if re.fullmatch(r"[0-9]+", text) and int(text) < _UINT64 else None
     got = _text(node)
-    return got if got is not None and _DEVICE_REF.fullmatch(got) else None
+    return got if got is not None and _is_device_ref(got) else None
 
 
 def read_config(text: str, first_line: int = 1) -> Reading:
