@@ -190,7 +190,11 @@ def test_a_grade_past_its_time_limit_is_an_error_row_and_the_others_go_on(
     assert "time limit" in results["extra_data"]["could_not_grade"]
     assert "eve: error: the time limit (" in (proc.stdout)
     before = read_csv(graded[0] / "grades.csv")  # ada as the class of three graded her
-    assert before[0]["learner"] == "ada" and rows["ada"] == before[0]
+    assert before[0]["learner"] == "ada"
+    # her grade is the same; her flags are the class's (eve's cluster.json, captured from the
+    # same solved lab, is ada's byte for byte unless kwok wrote to it between the captures)
+    grade = {k: v for k, v in rows["ada"].items() if k != "flags"}
+    assert grade == {k: v for k, v in before[0].items() if k != "flags"}
     # nothing of eve's script outlives the grade (its worker retired; the runs ended with it)
     deadline = time.monotonic() + 15
     while _endless() and time.monotonic() < deadline:
