@@ -1105,7 +1105,7 @@ def _device_ref(node: Node) -> str | None:
     number = _number(node)
     if number is not None:
         text = json_number(number)
-        return text if re.fullmatch(r"[0-9]+", text) and int(text) < _UINT64 else None
+        return text if _go_uint(text) else None
     got = _text(node)
     return got if got is not None and _is_device_ref(got) else None
 
