@@ -365,8 +365,7 @@ def parse_yaml(text: str, first_line: int = 1) -> tuple[Node | None, bool]:
     whether more documents follow (yaml.v2 yaml.go ``unmarshal`` parses one document: the
     plugin never sees the others). Raises :class:`Unreadable`."""
     loader_class = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    stand_in = yamlv2.placeholder(text)
-    readable = yamlv2.hide_boms(text, stand_in)
+    readable, stand_in = yamlv2.hide_boms(text)
     try:
         problem = yamlv2.version_problem(readable, loader_class)
         if problem is not None:

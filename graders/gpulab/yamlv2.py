@@ -34,22 +34,18 @@ _ESCAPES |= {"\u2028": "\\L", "\u2029": "\\P"}
 MAX_REPAIRS = 200  # each repair ends one error; a text has at most this many before we stop
 
 
-def placeholder(text: str) -> str | None:
-    """A private-use character that ``text`` does not hold, to stand in for a BOM that starts a
-    line (None when there is no such BOM, or when the text holds every one of them: libyaml's
-    reading is then kept)."""
+def hide_boms(text: str) -> tuple[str, str | None]:
+    """``text`` with each BOM after its first character replaced by a private-use character it
+    does not hold, and that stand-in (libyaml then reads it as text, as yaml.v2 does; the
+    composer puts the BOM back). Unchanged, with None, when no BOM starts a line or the text
+    holds every private-use character (libyaml's reading is then kept)."""
     if BOM not in text[1:]:
-        return None
+        return text, None
     used = set(text)
-    return next((chr(c) for c in range(0xE000, 0xF900) if chr(c) not in used), None)
-
-
-def hide_boms(text: str, stand_in: str | None) -> str:
-    """``text`` with each BOM after its first character replaced by ``stand_in`` (libyaml then
-    reads it as text, as yaml.v2 does; the composer puts the BOM back)."""
+    stand_in = next((chr(c) for c in range(0xE000, 0xF900) if chr(c) not in used), None)
     if stand_in is None:
-        return text
-    return text[:1] + text[1:].replace(BOM, stand_in)
+        return text, None
+    return text[:1] + text[1:].replace(BOM, stand_in), stand_in
 
 
 def repair(text: str, exc: yaml.MarkedYAMLError, loader: type[yaml.SafeLoader]) -> str | None:
@@ -65,6 +61,8 @@ def repair(text: str, exc: yaml.MarkedYAMLError, loader: type[yaml.SafeLoader]) 
 def version_problem(text: str, loader: type[yaml.SafeLoader]) -> str | None:
     """yaml.v2's refusal of the first document's ``%YAML`` directive, if it has one other
     than 1.1 (parserc.go ``yaml_parser_process_directives``)."""
+    if "%" not in text:  # no directive: no scan
+        return None
     scanner = loader(text)
     try:
         while scanner.check_token():
