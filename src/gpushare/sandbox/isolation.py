@@ -98,21 +98,11 @@ class Isolation:
         self._base = self._base_args()
 
     def _base_args(self) -> list[str]:
-        args = [
-            self.bwrap,
-            "--unshare-all",  # user, ipc, pid, net, uts, cgroup
-            "--unshare-user",  # required, not just "try"
-            *(["--disable-userns"] if self.modern else []),
-            "--cap-drop",
-            "ALL",
-            "--die-with-parent",
-            "--new-session",
-            "--hostname",
-            "sandbox",
-            "--ro-bind",
-            "/usr",
-            "/usr",
-        ]
+        # --unshare-all: user, ipc, pid, net, uts, cgroup; --unshare-user: required, not "try"
+        args = [self.bwrap, "--unshare-all", "--unshare-user"]
+        args += ["--disable-userns"] if self.modern else []
+        args += ["--cap-drop", "ALL", "--die-with-parent", "--new-session"]
+        args += ["--hostname", "sandbox", "--ro-bind", "/usr", "/usr"]
         for top in _TOP_LEVEL:
             if os.path.islink(top):
                 args += ["--symlink", os.readlink(top), top]

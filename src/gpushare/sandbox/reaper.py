@@ -249,7 +249,7 @@ def _child(
                 os.set_inheritable(fd, True)
             else:
                 os.dup2(fd, number)  # inheritable
-        _limits.apply_rlimits(request.limits, processes=request.own_uid)
+        _limits.apply_rlimits(processes=request.own_uid)
         _default_signals()
         parent = reaper_pid
         if request.cleanup == "ns":
@@ -307,12 +307,9 @@ def _exec_script(request: _Request, parent: int) -> None:  # pragma: no cover - 
     _new_session_keyring()
     if request.cleanup == "ns":
         _clear_user_keyrings()  # what a run of a killed grade may have left
-        # a setuid or setgid file it finds (or plants) gives nothing (bubblewrap sets
-        # the same in its own sandbox)
+        # a setuid or setgid file it finds (or plants) gives nothing (as in bubblewrap's sandbox)
         _prctl(_PR_SET_NO_NEW_PRIVS, 1)
-    # Dies with the reaper even if the reaper is SIGKILLed (kept across exec, not across
-    # the uid change: set after it).
-    _prctl(_PR_SET_PDEATHSIG, _signal.SIGKILL)
+    _prctl(_PR_SET_PDEATHSIG, _signal.SIGKILL)  # even if the reaper is SIGKILLed; kept by exec
     if os.getppid() != parent:
         os._exit(_EXEC_FAILED)
     devnull = os.open(os.devnull, os.O_RDONLY)
@@ -549,12 +546,12 @@ def _detach(status_fd: int) -> None:
 class _Request:
     """One run as the grader sent it: NUL-separated fields plus four file descriptors.
 
-    Fields: ``run``, timeout, cwd, limits (:meth:`gpushare.sandbox.limits.Limits.encode`), the
-    descriptor number on which bubblewrap wants a status pipe or empty, the cleanup (``pidns``,
-    ``ns`` or ``tree``), the run's uid and gid (-1: the grader's), argc, argv..., the count of
-    the view's entries and the entries (at ``ns``: the folder the run's root is built on, then
-    source and destination of each read-only bind), then ``KEY=VALUE`` environment entries.
-    Descriptors: control pipe (read end), stdout, stderr and status pipes (write ends).
+    Fields: ``run``, timeout, cwd, the descriptor number on which bubblewrap wants a status pipe
+    or empty, the cleanup (``pidns``, ``ns`` or ``tree``), the run's uid and gid (-1: the
+    grader's), argc, argv..., the count of the view's entries and the entries (at ``ns``: the
+    folder the run's root is built on, then source and destination of each read-only bind),
+    then ``KEY=VALUE`` environment entries. Descriptors: control pipe (read end), stdout,
+    stderr and status pipes (write ends).
     """
 
     def __init__(self, data: bytes, fds: list[int]) -> None:
@@ -562,29 +559,28 @@ class _Request:
             raise ValueError(f"expected 4 descriptors, got {len(fds)}")
         self.ctl_fd, self.out_fd, self.err_fd, self.status_fd = fds
         fields = data.split(b"\0")
-        if fields[0] != b"run" or len(fields) < 10:
+        if fields[0] != b"run" or len(fields) < 9:
             raise ValueError("malformed request")
         self.timeout = float(fields[1])
         self.cwd = fields[2]
-        self.limits = _limits.Limits.decode(fields[3])
-        self.status_fd_number = int(fields[4]) if fields[4] else -1
+        self.status_fd_number = int(fields[3]) if fields[3] else -1
         if not (-1 <= self.status_fd_number < 1024) or self.status_fd_number in (0, 1, 2):
             raise ValueError("malformed request")
-        self.cleanup = fields[5].decode()
-        self.uid, self.gid = int(fields[6]), int(fields[7])
+        self.cleanup = fields[4].decode()
+        self.uid, self.gid = int(fields[5]), int(fields[6])
         if self.cleanup not in ("pidns", "ns", "tree") or (self.cleanup == "ns" and self.uid <= 0):
             raise ValueError("malformed request")
         # RLIMIT_NPROC counts per uid: set here only when the uid is the run's own.
         self.own_uid = self.uid > 0
-        argc = int(fields[8])
-        self.argv = fields[9 : 9 + argc]
-        if len(self.argv) != argc or not argc or len(fields) < 10 + argc:
+        argc = int(fields[7])
+        self.argv = fields[8 : 8 + argc]
+        if len(self.argv) != argc or not argc or len(fields) < 9 + argc:
             raise ValueError("malformed request")
-        count = int(fields[9 + argc])
-        self.view = fields[10 + argc : 10 + argc + count]
+        count = int(fields[8 + argc])
+        self.view = fields[9 + argc : 9 + argc + count]
         if len(self.view) != count or (self.cleanup == "ns") != (count % 2 == 1):
             raise ValueError("malformed request")
-        self.env = dict(entry.split(b"=", 1) for entry in fields[10 + argc + count :] if entry)
+        self.env = dict(entry.split(b"=", 1) for entry in fields[9 + argc + count :] if entry)
 
 
 def _received_fds(ancdata: list[tuple[int, int, bytes]]) -> list[int]:

@@ -139,10 +139,8 @@ def _copy_bounded(source: str, top: str, stage: str, gid: int) -> str:
         os.mkdir(folder)
         _give(folder, gid, True)
         for name in sorted(files) + [d for d in dirs if os.path.islink(os.path.join(directory, d))]:
-            src, dest = (
-                os.path.join(directory, name),
-                os.path.normpath(os.path.join(top, rel, name)),
-            )
+            src = os.path.join(directory, name)
+            dest = os.path.normpath(os.path.join(top, rel, name))
             count += 1
             st = os.lstat(src)
             if stat.S_ISLNK(st.st_mode):

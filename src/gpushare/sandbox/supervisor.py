@@ -53,7 +53,6 @@ from gpushare.sandbox import reaper, runtime
 from gpushare.sandbox.errors import SandboxError as SandboxError  # raised to the graders
 from gpushare.sandbox.isolation import SCRATCH, environment
 from gpushare.sandbox.levels import NO_SANDBOX, Level, Sandbox
-from gpushare.sandbox.limits import DEFAULT_LIMITS
 from gpushare.sandbox.staging import Stage
 
 # Where the ``gpushare`` package lives, for the master's ``sys.path`` (``-I`` leaves it out).
@@ -228,7 +227,8 @@ class Supervisor:
     def __init__(self, *, start: str = "auto", sandbox: Sandbox | None = None) -> None:
         """``start``: ``fork``, ``spawn`` or ``auto`` (see :class:`_Master`); tests use the
         first two. ``sandbox``: the level of every run (:func:`gpushare.sandbox.levels.choose`;
-        None: ``none``, the grader's uid); every run has the caps of :data:`DEFAULT_LIMITS`."""
+        None: ``none``, the grader's uid); every run has the caps of
+        :data:`gpushare.sandbox.limits.DEFAULT_LIMITS`."""
         self.sandbox = sandbox or NO_SANDBOX
         if start not in ("auto", "fork", "spawn"):
             raise ValueError(f"start must be auto, fork or spawn, not {start!r}")
@@ -566,11 +566,10 @@ def _encode_request(
         raise ValueError("cwd must not contain NUL characters")
     if any("\0" in entry for entry in view):
         raise ValueError("a path of the view must not contain NUL characters")
-    fields: list[str | bytes] = [
+    fields = [
         "run",
         repr(float(timeout)),
         os.fspath(cwd),
-        DEFAULT_LIMITS.encode(),
         "" if status_fd is None else str(status_fd),
         *map(str, who),
         str(len(argv)),
