@@ -1,20 +1,21 @@
 """The uids and gids learners' scripts run as: never the grader's, one uid per run at once.
 
-A root grader runs every script as an unprivileged uid of its own: at the ``uid`` level
-directly, at ``bubblewrap`` as the uid bwrap starts as (the sandbox's uid maps to it on the
-host, never to root). A uid per concurrent run makes the kernel's per-uid counts the run's own:
-``RLIMIT_NPROC`` caps that run's processes, and nobody else's process is touched.
+Root can always switch uid, so a root grader runs every script as an unprivileged uid of its
+own: at the ``uid`` level directly, at ``bubblewrap`` as the uid bwrap starts as (so the
+sandbox's uid maps to it on the host, never to root). A uid per concurrent run makes the
+kernel's per-uid counts the run's own: ``RLIMIT_NPROC`` caps that run's processes, and the
+cleanup ends every process of that uid (``kill(-1)`` as it) without touching anyone else's.
 
 The uids come from a range (``$GPUSHARE_SANDBOX_UIDS``, default 60800-60927: Debian's range for
 static system accounts below systemd's dynamic users at 61184), in slots of :data:`SLOT`: a
 grade (one supervisor) takes a slot, locked with ``flock`` so that concurrent graders on the
-machine never share one, and its runs take uids of it. A slot with a uid of ``/etc/passwd`` is
-skipped. The range's last uid is for bwrap's trial run.
+machine never share one, and its runs take uids of it. A slot any uid of which is an account
+of ``/etc/passwd`` is skipped. The range's last uid is for bwrap's trial run.
 
 Each grade also gets a gid of its own, never given to a later grade (:func:`_next_gid`): the
-gid of its runs and the group that may read its staged files. A slot's uids serve grade after
-grade; a gid shared by two grades would let a file one of them left (a setgid copy, a staged
-folder) open the other's staged work.
+gid of every run of that grade and the group that may read its staged files. A slot's uids
+serve grade after grade; a gid shared by two grades would let a file one of them left (a
+setgid copy, a staged folder) open the other's staged work.
 """
 
 from __future__ import annotations

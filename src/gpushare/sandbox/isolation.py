@@ -190,7 +190,7 @@ def probe_soon() -> None:
     except OSError as exc:
         _probed = Probe(None, f"the sandbox's python3 could not be prepared: {exc}")
         return
-    _trial = (isolation, _start_trial(isolation))
+    _trial = (isolation, _start_trial(isolation.command(["true"], cwd=None), isolation.uid))
 
 
 def probe(*, refresh: bool = False) -> Probe:
@@ -209,7 +209,7 @@ def probe(*, refresh: bool = False) -> Probe:
         error = _finish(trial)
         if error is not None and "nknown option" in error:  # bwrap < 0.8
             isolation = _new_isolation(isolation.bwrap, modern=False)
-            error = _finish(_start_trial(isolation))
+            error = _finish(_start_trial(isolation.command(["true"], cwd=None), isolation.uid))
         if error is not None:
             _probed = Probe(None, f"bubblewrap cannot create its sandbox here: {explain(error)}")
         else:
@@ -230,14 +230,13 @@ def settle() -> None:
 _Trial = subprocess.Popen[bytes] | str
 
 
-def _start_trial(isolation: Isolation) -> _Trial:
-    """``true`` in the sandbox, stdin and stdout on /dev/null, its stderr kept; as the run's uid
-    (and its gid, no other group) when it has one."""
-    uid = isolation.uid
+def _start_trial(argv: list[str], uid: int) -> _Trial:
+    """``argv`` with no shell, stdin and stdout on /dev/null, its stderr kept; as ``uid`` (and
+    its gid, no other group) when given one."""
     own = uid >= 0
     try:
         return subprocess.Popen(
-            isolation.command(["true"], cwd=None),
+            argv,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,

@@ -50,10 +50,15 @@ def _read_stat(pid: int) -> tuple[str, int, int, int] | None:
     start time (clock ticks since boot) and the pid name one process for good: a pid recycled
     between a scan and a kill is told apart."""
     try:
-        with open(f"/proc/{pid}/stat", "rb", buffering=0) as fh:
-            data = fh.read(4096)
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
     except OSError:
         return None
+    try:
+        data = os.read(fd, 4096)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
     # The command name (field 2) may contain spaces and parentheses: split after the last ')'.
     fields = data[data.rfind(b")") + 2 :].split()
     try:
@@ -198,8 +203,7 @@ class _SetupFailed(OSError):
 
 def _spawn(request: _Request, reaper_pid: int, extra_fd: tuple[int, int] | None) -> int:
     """Fork and exec the script in a new session, stdin on /dev/null; raise OSError if exec
-    fails (the errno the child wrote on its error pipe), :class:`_SetupFailed` if its
-    namespaces could not be made (``!MESSAGE`` on that pipe).
+    fails, :class:`_SetupFailed` if its namespaces could not be made.
 
     Before exec the child sets its rlimits, joins a new session keyring and becomes the run's
     own uid (when given one): everything the script starts is capped, and none of it is the
@@ -220,14 +224,7 @@ def _spawn(request: _Request, reaper_pid: int, extra_fd: tuple[int, int] | None)
     os.close(err_w)
     if namespaced:
         os.close(life_r)  # life_w stays open in us until we exit
-    with open(err_r, "rb") as fh:
-        data = fh.read()
-    if data:
-        os.waitpid(pid, 0)
-        if data.startswith(b"!"):
-            raise _SetupFailed(data[1:].decode("utf-8", "replace"))
-        err = int(data) if data.isdigit() else 0
-        raise OSError(err, os.strerror(err) if err else "cannot start", request.argv[0])
+    _check_exec(pid, err_r, request.argv[0])
     return pid
 
 
@@ -279,20 +276,15 @@ def _default_signals() -> None:  # pragma: no cover - child, replaced by exec
 def _become_init(
     request: _Request, err_w: int, life: tuple[int, int]
 ) -> None:  # pragma: no cover - the run's init
-    """At the ``uid`` level, in the child, still root: make the run's own mount, IPC, network,
-    UTS and cgroup namespaces and its view (:func:`gpushare.sandbox.view.build`), arm death
-    with the reaper, fork the script. The init stays here for good (:func:`_init`); the
+    """At the ``uid`` level, in the child, still root: make the run's namespaces and view, arm
+    death with the reaper, fork the script. The init stays here for good (:func:`_init`); the
     script returns, to go on to exec. A failure to make the namespaces is written as
     ``!MESSAGE`` (ours to fix, not an exec failure); if the reaper died before death with it
     was armed, the child ends at once."""
     life_r, life_w = life
     os.close(life_w)
     try:
-        _ns.unshare(_ns.OWN)
-        _ns.sethostname(_ns.HOSTNAME)
-        root, *binds = (os.fsdecode(entry) for entry in request.view)
-        pairs = list(zip(binds[0::2], binds[1::2], strict=True))
-        _view.build(root, pairs, os.fsdecode(request.cwd))
+        _enter_namespaces(request)
     except OSError as exc:
         os.write(err_w, b"!" + str(exc).encode())
         os._exit(_EXEC_FAILED)
@@ -324,6 +316,29 @@ def _exec_script(request: _Request, parent: int) -> None:  # pragma: no cover - 
     os.dup2(devnull, 0)  # also drops the control pipe, which was our stdin
     os.close(devnull)
     os.execvpe(request.argv[0], request.argv, request.env)
+
+
+def _check_exec(pid: int, err_r: int, name: bytes) -> None:
+    """Read the child's close-on-exec error pipe to its end: nothing means exec succeeded;
+    else reap the child and raise what it wrote (``!MESSAGE``: :class:`_SetupFailed`)."""
+    with open(err_r, "rb") as fh:
+        data = fh.read()
+    if data:
+        os.waitpid(pid, 0)
+        if data.startswith(b"!"):
+            raise _SetupFailed(data[1:].decode("utf-8", "replace"))
+        err = int(data) if data.isdigit() else 0
+        raise OSError(err, os.strerror(err) if err else "cannot start", name)
+
+
+def _enter_namespaces(request: _Request) -> None:
+    """In the run's init (pid 1 of its namespace, root): the run's own mount, IPC, network, UTS
+    and cgroup namespaces, and its view of the filesystem (:func:`gpushare.sandbox.view.build`)."""
+    _ns.unshare(_ns.OWN)
+    _ns.sethostname(_ns.HOSTNAME)
+    root, *binds = (os.fsdecode(entry) for entry in request.view)
+    pairs = list(zip(binds[0::2], binds[1::2], strict=True))
+    _view.build(root, pairs, os.fsdecode(request.cwd))
 
 
 def _init(script: int, uid: int, gid: int) -> None:  # pragma: no cover - the run's init
@@ -594,8 +609,10 @@ def _start_reaper(request: _Request, sock_fd: int, wake: tuple[int, int]) -> int
                 _signal.set_wakeup_fd(-1)
                 for fd in (sock_fd, *wake):
                     os.close(fd)
-                for number, fd in enumerate((request.ctl_fd, request.out_fd, request.err_fd)):
-                    os.dup2(fd, number)  # all above 2: the master's 0, 1 and 2 were open
+                os.dup2(request.ctl_fd, 0)
+                os.dup2(request.out_fd, 1)
+                os.dup2(request.err_fd, 2)
+                for fd in (request.ctl_fd, request.out_fd, request.err_fd):
                     os.close(fd)
                 os.set_inheritable(request.status_fd, False)  # the script must not hold it
                 code = _reap_one(request, master)

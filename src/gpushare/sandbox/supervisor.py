@@ -219,9 +219,10 @@ class Supervisor:
     """The master process that serves every run of one grade (see the module docstring).
 
     Start it from a thread that outlives its runs, typically the main thread: the master's
-    ``PR_SET_PDEATHSIG`` fires when the thread that started it ends. Any number of threads may
-    then :meth:`run` at once. Use it as a context manager, or :meth:`close` it (runs still
-    going are ended)."""
+    ``PR_SET_PDEATHSIG`` fires when the thread that started it ends. :meth:`run` may then be
+    called from any number of threads at once. Use it as a context manager, or call
+    :meth:`close`, which also ends runs still going.
+    """
 
     def __init__(self, *, start: str = "auto", sandbox: Sandbox | None = None) -> None:
         """``start``: ``fork``, ``spawn`` or ``auto`` (see :class:`_Master`); tests use the
@@ -420,9 +421,12 @@ class Supervisor:
 
 def _exec_problem(path: str, cwd: Path) -> OSError | None:
     """Why execve would refuse ``path``, checked before a sandboxed run; None if it would not.
-    bwrap's ``execvp`` runs a file without ``#!`` through ``/bin/sh`` where an unsandboxed exec
-    fails with ENOEXEC: checking here (the file is the same, bound read-only) keeps both alike.
-    bwrap searches names without a slash on the sandbox's PATH."""
+
+    Inside the sandbox the command is started by bwrap's ``execvp``, which runs a file without
+    ``#!`` through ``/bin/sh`` instead of failing with ENOEXEC as unsandboxed runs do. Checking
+    here keeps both modes alike (the file is the same: bound read-only). Names without a slash
+    are searched on the sandbox's PATH, by bwrap.
+    """
     if "/" not in path:
         return None
     full = os.path.join(cwd, path)
@@ -515,9 +519,11 @@ _ERRNO_OF = {os.strerror(code): code for code in errno.errorcode}
 
 
 def _bwrap_failure(stderr: str) -> Exception:
-    """What bubblewrap's last message means when it could not start the command: ``execvp``
-    failures (the script or its interpreter not found in the sandbox) become the OSError an
-    unsandboxed exec raises; anything else (a bind that failed...) is ours."""
+    """What bubblewrap's last message means when it could not start the command.
+
+    ``execvp`` failures (the script or its interpreter is not found in the sandbox) become the
+    OSError an unsandboxed exec raises; anything else (a bind that failed...) is ours.
+    """
     lines = [line for line in stderr.splitlines() if line.startswith("bwrap: ")]
     last = lines[-1][len("bwrap: ") :] if lines else stderr.strip()[-500:]
     if last.startswith("execvp "):
@@ -583,10 +589,12 @@ def _collect(
     deadline: float,
     output_cap: int,
 ) -> tuple[bytes, bytes, bytes, bool, bool]:
-    """Read the script's output and the reaper's status until all reach EOF; return (stdout,
-    stderr, status, truncated, reaper_was_hard_killed). Keeps at most ``output_cap`` bytes per
-    stream, asks the reaper to end the run at the first excess byte and discards the rest:
-    memory stays bounded whatever the script writes."""
+    """Read the script's output and the reaper's status until all reach EOF.
+
+    Keeps at most ``output_cap`` bytes per stream, asks the reaper to end the run at the first
+    excess byte and discards the rest, so memory stays bounded whatever the script writes.
+    Returns (stdout, stderr, status, truncated, reaper_was_hard_killed).
+    """
     hard_term = deadline + _HARD_TERM_AFTER_S
     hard_kill = deadline + _HARD_KILL_AFTER_S
     bufs = {out_r: bytearray(), err_r: bytearray()}
@@ -635,9 +643,11 @@ def _collect(
 
 
 def _signal_reaper(status: bytearray, sig: int) -> None:
-    """Signal the run's reaper, known from its first status line, if it is still there. It is
-    the master's child, not ours, but while it holds the status pipe open (we are still waiting
-    on it) it is alive or an unreaped zombie: its pid cannot name anyone else."""
+    """Signal the run's reaper, known from its first status line, if it is still there.
+
+    The reaper is the master's child, not ours, but while it holds the status pipe open (we are
+    still waiting on it) it is alive or an unreaped zombie, so its pid cannot name anyone else.
+    """
     first = bytes(status).split(b"\n", 1)[0].split()
     if len(first) == 2 and first[0] == b"reaper" and first[1].isdigit():
         with contextlib.suppress(OSError):
@@ -645,9 +655,11 @@ def _signal_reaper(status: bytearray, sig: int) -> None:
 
 
 def _kill_session(sid: int) -> int:
-    """Fallback when the supervisor died: kill what is left of the script's session (its
-    ordinary children, now init's, not daemons that made their own session; a session id is
-    not handed out again while a process still uses it)."""
+    """Fallback when the supervisor died: kill what is left of the script's session.
+
+    Catches the script's ordinary children (now orphans of init), not daemons that made their own
+    session; a session id cannot be handed out again while a process still uses it.
+    """
     killed: set[int] = set()
     for _ in range(10):
         victims = [
