@@ -4,19 +4,16 @@ bwrap says what failed (``Can't mount proc on /newroot/proc: Operation not permi
 which setting of the machine, the container runtime or the Kubernetes pod made it fail. Each
 failure below was provoked for real (``make images`` runs the grading image under podman with
 one setting of the printed pod removed at a time, see ``deploy/images.py``; the tests provoke
-the others on the host) and is mapped to its cause and to the setting that fixes it:
+the others on the host) and is mapped to its cause and the setting that fixes it (a
+:class:`Cause`):
 
-* ``/proc`` masked by the container runtime (paths under ``/proc`` covered by mounts): the
-  kernel refuses a new ``proc`` mount in a user namespace where the old one is not fully
-  visible. Kubernetes ``procMount: Unmasked`` (which needs ``hostUsers: false``); podman
-  ``--security-opt unmask=/proc/*``; Docker ``--security-opt systempaths=unconfined``.
+* ``/proc`` masked by the container runtime (paths under it covered by mounts): the kernel
+  refuses a new ``proc`` mount in a user namespace where the old one is not fully visible;
 * a seccomp filter: podman's default profile lets ``unshare`` through but not ``sethostname``
   (``Can't set hostname``); Docker's and containerd's refuse the new namespace itself (EPERM,
-  ``No permissions to create new namespace``). A profile that allows user namespaces:
-  Kubernetes ``seccompProfile`` ``Unconfined`` or a ``Localhost`` profile, podman/Docker
-  ``--security-opt seccomp=...``.
+  ``No permissions to create new namespace``);
 * user namespaces turned off by a sysctl (``user.max_user_namespaces=0``: ENOSPC;
-  ``kernel.unprivileged_userns_clone=0``: EPERM) or by AppArmor (Ubuntu 24.04+).
+  ``kernel.unprivileged_userns_clone=0``: EPERM) or by AppArmor (Ubuntu 24.04+);
 * a grader of uid 0 without CAP_SETFCAP (a root container with every capability dropped): the
   kernel (5.12+) refuses to map uid 0 into the sandbox's user namespace (``setting up uid
   map: Operation not permitted``).

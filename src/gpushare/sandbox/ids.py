@@ -26,6 +26,7 @@ import os
 import pwd
 import threading
 import time
+from collections.abc import Callable
 
 RANGE_ENV = "GPUSHARE_SANDBOX_UIDS"
 DEFAULT_RANGE = (60800, 60927)
@@ -75,9 +76,10 @@ def can_switch() -> bool:
     return True
 
 
-def _taken(uid: int) -> bool:
+def _taken(lookup: Callable[[int], object], number: int) -> bool:
+    """Whether ``number`` is an account (``pwd.getpwuid``) or group (``grp.getgrgid``) here."""
     try:
-        pwd.getpwuid(uid)
+        lookup(number)
     except KeyError:
         return False
     return True
@@ -132,7 +134,7 @@ def allocate() -> Slot:
         except OSError:
             os.close(fd)
             continue
-        if any(_taken(uid) for uid in range(first, first + SLOT)):
+        if any(_taken(pwd.getpwuid, uid) for uid in range(first, first + SLOT)):
             os.close(fd)
             continue
         try:
@@ -141,14 +143,6 @@ def allocate() -> Slot:
             os.close(fd)
             raise
     raise NoUid(f"no free slot of {SLOT} uids in {lo}-{hi} (${RANGE_ENV})")
-
-
-def _group_taken(gid: int) -> bool:
-    try:
-        grp.getgrgid(gid)
-    except KeyError:
-        return False
-    return True
 
 
 def _next_gid(directory: str) -> int:
@@ -166,7 +160,7 @@ def _next_gid(directory: str) -> int:
         gid = last
         for _ in range(1000):
             gid = lo + (gid + 1 - lo) % (hi - lo)
-            if not _group_taken(gid):
+            if not _taken(grp.getgrgid, gid):
                 break
         else:
             raise NoUid(f"no free gid after {last} in {lo}-{hi}")

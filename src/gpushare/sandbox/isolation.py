@@ -4,20 +4,12 @@ Each run is started by ``bwrap`` (Debian's ``bubblewrap``, the sandbox Flatpak u
 user, pid, network, IPC, UTS and cgroup namespaces, with no capabilities, unable to create
 further user namespaces, in a session of its own, ending with its reaper; as the run's own
 uid when the grader is root (:mod:`gpushare.sandbox.ids`: the sandbox's uid maps to it on the
-host, never to root). Its filesystem is a read-only tmpfs holding only (the list is
-:mod:`gpushare.sandbox.view`'s, which the ``uid`` level builds the same):
-
-* ``/usr`` (and the ``/bin``, ``/lib``... links or directories beside it) and a few files of
-  ``/etc`` that programs need: bash, coreutils, awk, sed, grep... as on the host;
-* the runtime of :mod:`gpushare.sandbox.runtime` (python3, its standard library and PyYAML,
-  no ``site-packages`` of the grader), first on ``PATH``;
-* the run's working directory and the files it is given (the manifest), read-only, at their
-  own paths (a copy readable by the run's uid, when it has one);
-* a private tmpfs at ``/tmp`` (``HOME`` and ``TMPDIR``), capped in size: the only writable place
-  (besides a small ``/dev/shm``);
-* ``/proc`` of its own pid namespace, read-only as a whole (``/proc/sys``, ``sysrq-trigger``...:
-  bwrap's own cover is skipped where ``access(W_OK)`` fails), and a minimal, read-only ``/dev``.
-  No ``/sys``.
+host, never to root). Its filesystem is the read-only view of :mod:`gpushare.sandbox.view`
+(the ``uid`` level builds the same): ``/usr`` and a few files of ``/etc``, the runtime of
+:mod:`gpushare.sandbox.runtime` first on ``PATH``, the run's files read-only at their own
+paths, capped tmpfs scratch at ``/tmp`` and ``/dev/shm``, ``/proc`` of its own pid namespace,
+read-only as a whole (``/proc/sys``, ``sysrq-trigger``...: bwrap's own cover is skipped where
+``access(W_OK)`` fails), and a minimal, read-only ``/dev``. No ``/sys``.
 
 When its pid namespace's first process ends (or bwrap is killed: ``--die-with-parent``), the
 kernel kills everything else in it: that is this level's cleanup.
@@ -82,10 +74,8 @@ def find_bwrap() -> str | None:
 
 
 class Isolation:
-    """A bubblewrap sandbox that works here: builds each run's ``bwrap`` command line.
-
-    Get one from :func:`probe`, which checked that ``bwrap`` can create its namespaces here.
-    """
+    """A bubblewrap sandbox that works here (:func:`probe` checked that ``bwrap`` can create
+    its namespaces): builds each run's ``bwrap`` command line."""
 
     def __init__(
         self,
@@ -108,21 +98,11 @@ class Isolation:
         self._base = self._base_args()
 
     def _base_args(self) -> list[str]:
-        args = [
-            self.bwrap,
-            "--unshare-all",  # user, ipc, pid, net, uts, cgroup
-            "--unshare-user",  # required, not just "try"
-            *(["--disable-userns"] if self.modern else []),
-            "--cap-drop",
-            "ALL",
-            "--die-with-parent",
-            "--new-session",
-            "--hostname",
-            "sandbox",
-            "--ro-bind",
-            "/usr",
-            "/usr",
-        ]
+        # --unshare-all: user, ipc, pid, net, uts, cgroup; --unshare-user: required, not "try"
+        args = [self.bwrap, "--unshare-all", "--unshare-user"]
+        args += ["--disable-userns"] if self.modern else []
+        args += ["--cap-drop", "ALL", "--die-with-parent", "--new-session"]
+        args += ["--hostname", "sandbox", "--ro-bind", "/usr", "/usr"]
         for top in _TOP_LEVEL:
             if os.path.islink(top):
                 args += ["--symlink", os.readlink(top), top]
@@ -194,12 +174,10 @@ def _new_isolation(bwrap: str, *, modern: bool = True) -> Isolation:
 
 
 def probe_soon() -> None:
-    """Start the trial run of :func:`probe` now and return at once; :func:`probe` collects it.
-
-    ``gpushare grade`` starts it before importing the grader, so it is over by the time the
-    learner's runs need its answer, and collects it whatever the grade became
-    (:func:`settle`). Does nothing when the answer is known or on its way.
-    """
+    """Start the trial run of :func:`probe` and return at once; :func:`probe` collects it.
+    ``gpushare grade`` starts it before importing the grader, so it is over when the learner's
+    runs need its answer, and collects it whatever the grade became (:func:`settle`). Does
+    nothing when the answer is known or on its way."""
     global _probed, _trial
     if _probed is not None or _trial is not None:
         return
@@ -218,8 +196,7 @@ def probe_soon() -> None:
 def probe(*, refresh: bool = False) -> Probe:
     """Find ``bwrap`` and start the real sandbox once (``true`` in it, as the run's uid would
     be); cached per process. Fails with a reason when bwrap is missing or may not create its
-    namespaces here (``bwrap: No permissions to create new namespace...``).
-    """
+    namespaces here (``bwrap: No permissions to create new namespace...``)."""
     global _probed, _trial
     if refresh:
         _probed = None
@@ -253,7 +230,7 @@ def settle() -> None:
 _Trial = subprocess.Popen[bytes] | str
 
 
-def _start_trial(argv: list[str], uid: int = -1) -> _Trial:
+def _start_trial(argv: list[str], uid: int) -> _Trial:
     """``argv`` with no shell, stdin and stdout on /dev/null, its stderr kept; as ``uid`` (and
     its gid, no other group) when given one."""
     own = uid >= 0
@@ -273,8 +250,7 @@ def _start_trial(argv: list[str], uid: int = -1) -> _Trial:
 
 
 def _finish(trial: _Trial) -> str | None:
-    """Wait for ``trial`` (killed after :data:`_PROBE_TIMEOUT_S`); None if it exited 0, else
-    why."""
+    """Wait for ``trial`` (killed after :data:`_PROBE_TIMEOUT_S`); None if it exited 0, else why."""
     if isinstance(trial, str):
         return trial
     try:

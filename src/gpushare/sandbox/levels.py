@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from gpushare import locations
 from gpushare.sandbox import ids, namespaces
 from gpushare.sandbox.isolation import INSTALL_HINT, Isolation, probe
-
-# what choose() raises, for its callers to catch here
-from gpushare.sandbox.isolation import IsolationUnavailable as IsolationUnavailable
+from gpushare.sandbox.isolation import (
+    IsolationUnavailable as IsolationUnavailable,
+)  # raised by choose()
 
 
 class Level(enum.StrEnum):
@@ -75,13 +75,10 @@ _noticed = False
 def choose(
     *, strangers: bool, unsafe_no_sandbox: bool = False, minimum: Level = Level.UID
 ) -> Sandbox:
-    """The level for a grade's runs.
-
-    ``strangers``: someone else's work (a snapshot, a class): at least ``minimum`` (``uid`` or
-    ``bubblewrap``), else :class:`IsolationUnavailable`, unless ``unsafe_no_sandbox`` (the
-    instructor's explicit flag: ``none``). A learner's own work gets the best level that runs,
-    and ``none`` with a note on stderr (once) when neither does.
-    """
+    """The level for a grade's runs. ``strangers``' work (a snapshot, a class) gets at least
+    ``minimum`` (``uid`` or ``bubblewrap``), else :class:`IsolationUnavailable`, unless
+    ``unsafe_no_sandbox`` (the instructor's explicit flag: ``none``). A learner's own work gets
+    the best level that runs, and ``none`` with a note on stderr (once) when neither does."""
     global _noticed
     if unsafe_no_sandbox:
         return NO_SANDBOX
@@ -127,8 +124,7 @@ def choose(
 
 
 def _reachable_by_others(path: str) -> bool:
-    """Whether a uid that is neither owner nor group could reach ``path`` (every directory
-    above it searchable by others)."""
+    """Whether every directory above ``path`` is searchable by others (neither owner nor group)."""
     parent = os.path.dirname(os.path.abspath(path))
     while True:
         try:
@@ -142,10 +138,10 @@ def _reachable_by_others(path: str) -> bool:
 
 
 def protect(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
-    """At the ``uid`` level, make the grader's files unreadable and unwritable to other uids:
-    each path that another uid could reach and read, write or search loses its bits for
-    others (``chmod o-rwx``; for a file still to be written, the folder it will be in).
-    Returns what changed. System folders (``/``, ``/usr``, ``/tmp``...) are never changed."""
+    """At the ``uid`` level, keep other uids out of the grader's files: each path another uid
+    could reach and read, write or search loses its bits for others (``chmod o-rwx``; for a
+    file still to be written, the folder it will be in). Returns what changed; system folders
+    (``/``, ``/usr``, ``/tmp``...) are never changed."""
     changed = []
     for raw in paths:
         path = os.path.abspath(os.fspath(raw))
@@ -188,9 +184,9 @@ _protected = False
 
 
 def protect_once() -> None:
-    """:func:`protect` the grader's own files, once per process (the ``uid`` level): its home,
-    its working folder (results are written there unless told otherwise) and the graders (the
-    package itself is public: a learner has it in their pod)."""
+    """:func:`protect` the grader's own files once per process (the ``uid`` level): its home,
+    its working folder (results go there unless told otherwise) and the graders (the package
+    itself is public: a learner has it in their pod)."""
     global _protected
     if not _protected:
         _protected = True
@@ -198,9 +194,9 @@ def protect_once() -> None:
 
 
 def protect_at_uid(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
-    """:func:`protect` ``paths`` when strangers' runs here would be at the ``uid`` level (root
-    without bubblewrap): a caller's own places (a class's folders, Gradescope's). Returns
-    those it could not protect (:func:`unprotectable`), for the caller to refuse."""
+    """:func:`protect` a caller's own places (a class's folders, Gradescope's) when strangers'
+    runs here would be at the ``uid`` level (root without bubblewrap); return those it could
+    not protect (:func:`unprotectable`), for the caller to refuse."""
     if ids.can_switch() and not probe().available and namespaces.unavailable() is None:
         listed = [os.fspath(p) for p in paths]
         protect(listed)
@@ -209,9 +205,9 @@ def protect_at_uid(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
 
 
 def unprotectable(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
-    """The paths that exist, that a uid other than their owner and group could reach and
-    read, and that :func:`protect` leaves so because they are not the grader's (root grading
-    an instructor's own folder: ``sudo gpushare class grade ~/subs``)."""
+    """The existing paths another uid could reach and read that :func:`protect` leaves so, not
+    being the grader's (root grading an instructor's folder: ``sudo gpushare class grade ~/subs``).
+    """
     found = []
     for raw in paths:
         path = os.path.abspath(os.fspath(raw))

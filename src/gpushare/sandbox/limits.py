@@ -27,36 +27,13 @@ MIB = 1024 * 1024
 
 
 class Limits:
-    """Caps of one run; 0 means "no cap" for each (see the module docstring)."""
-
-    _FIELDS = ("address_space", "data", "processes", "cpu_seconds", "file_size")
+    """Caps of one run (see the module docstring); every run has :data:`DEFAULT_LIMITS`."""
 
     def __init__(
-        self,
-        *,
-        address_space: int = 0,
-        data: int = 0,
-        processes: int = 0,
-        cpu_seconds: int = 0,
-        file_size: int = 0,
+        self, *, address_space: int, data: int, processes: int, cpu_seconds: int, file_size: int
     ) -> None:
-        values = (address_space, data, processes, cpu_seconds, file_size)
-        for name, value in zip(self._FIELDS, values, strict=True):
-            if type(value) is not int or value < 0:
-                raise ValueError(f"{name} must be a non-negative int, not {value!r}")
         self.address_space, self.data, self.processes = address_space, data, processes
         self.cpu_seconds, self.file_size = cpu_seconds, file_size
-
-    def encode(self) -> bytes:
-        """The wire form for the master: the fields of :attr:`_FIELDS`, comma-separated."""
-        return b",".join(b"%d" % getattr(self, name) for name in self._FIELDS)
-
-    @classmethod
-    def decode(cls, data: bytes) -> Limits:
-        values = [int(x) for x in data.split(b",")]
-        if len(values) != len(cls._FIELDS):
-            raise ValueError("malformed limits")
-        return cls(**dict(zip(cls._FIELDS, values, strict=True)))
 
 
 # Far above what the lab's script needs (bash, awk, or python3 with PyYAML: under 40 MiB of
@@ -66,9 +43,10 @@ DEFAULT_LIMITS = Limits(
 )
 
 
-def apply_rlimits(limits: Limits, *, processes: bool = True) -> None:
-    """Set the caps in the calling process (the script's, just before exec). ``processes``:
-    whether to set ``RLIMIT_NPROC`` here (only where the uid is the run's own)."""
+def apply_rlimits(*, processes: bool) -> None:
+    """Set the caps of :data:`DEFAULT_LIMITS` in the calling process (the script's, just before
+    exec). ``processes``: whether to set ``RLIMIT_NPROC`` here (only where the uid is the run's
+    own)."""
 
     def cap(kind: int, soft: int, hard: int | None = None) -> None:
         hard = soft if hard is None else hard
@@ -77,14 +55,11 @@ def apply_rlimits(limits: Limits, *, processes: bool = True) -> None:
             soft, hard = min(soft, cur_hard), min(hard, cur_hard)
         resource.setrlimit(kind, (soft, hard))
 
+    limits = DEFAULT_LIMITS
     cap(resource.RLIMIT_CORE, 0)
-    if limits.address_space:
-        cap(resource.RLIMIT_AS, limits.address_space)
-    if limits.data:
-        cap(resource.RLIMIT_DATA, limits.data)
-    if limits.cpu_seconds:
-        cap(resource.RLIMIT_CPU, limits.cpu_seconds, limits.cpu_seconds + 1)
-    if limits.file_size:
-        cap(resource.RLIMIT_FSIZE, limits.file_size)
-    if limits.processes and processes:
+    cap(resource.RLIMIT_AS, limits.address_space)
+    cap(resource.RLIMIT_DATA, limits.data)
+    cap(resource.RLIMIT_CPU, limits.cpu_seconds, limits.cpu_seconds + 1)
+    cap(resource.RLIMIT_FSIZE, limits.file_size)
+    if processes:
         cap(resource.RLIMIT_NPROC, limits.processes)

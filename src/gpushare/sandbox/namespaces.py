@@ -46,23 +46,24 @@ MNT_DETACH = 2
 # pivot_root(2) has no glibc wrapper: its system call number per machine.
 _SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "i686": 217, "armv7l": 218, "ppc64le": 203}
 
-_libc = ctypes.CDLL(None, use_errno=True)
+libc = ctypes.CDLL(None, use_errno=True)
 
 
-def _checked(rc: int, what: str) -> None:
+def check(rc: int, what: str) -> None:
+    """Raise the OSError of a libc call that returned ``rc`` (anything but 0 is a failure)."""
     if rc != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
 def unshare(flags: int) -> None:
-    _checked(_libc.unshare(ctypes.c_int(flags)), "unshare")
+    check(libc.unshare(ctypes.c_int(flags)), "unshare")
 
 
 def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str = "") -> None:
     """mount(2); ``source``/``fstype`` None for a remount or a propagation change."""
-    _checked(
-        _libc.mount(
+    check(
+        libc.mount(
             None if source is None else os.fsencode(source),
             os.fsencode(target),
             None if fstype is None else os.fsencode(fstype),
@@ -74,19 +75,19 @@ def mount(source: str | None, target: str, fstype: str | None, flags: int, data:
 
 
 def umount(target: str, flags: int = 0) -> None:
-    _checked(_libc.umount2(os.fsencode(target), ctypes.c_int(flags)), f"umount {target}")
+    check(libc.umount2(os.fsencode(target), ctypes.c_int(flags)), f"umount {target}")
 
 
 def sethostname(name: bytes) -> None:
-    _checked(_libc.sethostname(name, ctypes.c_size_t(len(name))), "sethostname")
+    check(libc.sethostname(name, ctypes.c_size_t(len(name))), "sethostname")
 
 
 def pivot_root(new_root: str, put_old: str) -> None:
     number = _SYS_PIVOT_ROOT.get(os.uname().machine)
     if number is None:
         raise OSError(0, f"pivot_root: no system call number known for {os.uname().machine}")
-    _checked(
-        _libc.syscall(ctypes.c_long(number), os.fsencode(new_root), os.fsencode(put_old)),
+    check(
+        libc.syscall(ctypes.c_long(number), os.fsencode(new_root), os.fsencode(put_old)),
         "pivot_root",
     )
 
@@ -105,9 +106,9 @@ _probed = False
 
 def unavailable() -> str | None:
     """None when a run's namespaces can be made here (root with CAP_SYS_ADMIN, allowed by any
-    seccomp profile and LSM), else why not, in a few words. A trial in a forked child: the
-    namespaces, a private mount tree, a tmpfs and a fresh ``/proc`` in the new pid namespace.
-    Cached per process."""
+    seccomp profile and LSM), else why not, in a few words; cached per process. A trial in a
+    forked child: the namespaces, a private mount tree, a tmpfs and a new pid namespace's /proc.
+    """
     global _unavailable, _probed
     if _probed:
         return _unavailable

@@ -1,10 +1,9 @@
 """The master and its per-run reapers; the design is in :mod:`gpushare.sandbox.supervisor`.
 
 A master started as a fresh ``python -I -S`` (a grader with threads) imports this module, so it
-imports nothing but small stdlib modules (``dataclasses``, ``pathlib`` and ``subprocess`` alone
-would cost tens of milliseconds on a slow machine), and it is imported as a module, not run as a
-script, so its bytecode is cached like any module's (a script is compiled from source at every
-start).
+imports only small stdlib modules (``dataclasses``, ``pathlib`` and ``subprocess`` alone would
+cost tens of milliseconds on a slow machine), as a module, not a script, so its bytecode is
+cached (a script is compiled from source at every start).
 """
 
 from __future__ import annotations
@@ -42,19 +41,14 @@ _EXEC_FAILED = 127
 
 
 def _prctl(option: int, arg: int) -> None:
-    """Call prctl(2) through libc: the stdlib has no binding, and ctypes is cheap to import."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(option, ctypes.c_ulong(arg), 0, 0, 0) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"prctl({option}): {os.strerror(err)}")
+    """prctl(2) through libc: the stdlib has no binding, and ctypes is cheap to import."""
+    _ns.check(_ns.libc.prctl(option, ctypes.c_ulong(arg), 0, 0, 0), f"prctl({option})")
 
 
 def _read_stat(pid: int) -> tuple[str, int, int, int] | None:
-    """(state, ppid, session id, start time) of ``pid`` from /proc, or None if it is gone.
-
-    The start time (in clock ticks since boot) together with the pid identifies one process for
-    good, which lets us detect a pid that was recycled between a scan and a kill.
-    """
+    """(state, ppid, session id, start time) of ``pid`` from /proc, or None if it is gone. The
+    start time (clock ticks since boot) and the pid name one process for good: a pid recycled
+    between a scan and a kill is told apart."""
     try:
         fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
     except OSError:
@@ -133,10 +127,10 @@ def _kill_tree(main_pid: int) -> tuple[int, dict[int, int]]:
     """The ``none`` level's cleanup: kill and reap every descendant; return (strays killed
     besides main_pid, wait statuses).
 
-    Because we are a subreaper, a live descendant always has a chain of parents up to us, so once
-    waitpid reports that we have no child at all, nothing of the script's tree is left. Reaping
-    comes first, so a script that left nothing behind costs no scan of /proc. Killing the whole
-    tree each round (not level by level) keeps a fork loop from outrunning us.
+    A subreaper's live descendant always has a chain of parents up to us, so once waitpid says
+    we have no child, nothing of the script's tree is left. Reaping first makes a script that
+    left nothing cost no scan of /proc; killing the whole tree each round (not level by level)
+    keeps a fork loop from outrunning us.
     """
     me = os.getpid()
     killed: set[int] = set()
@@ -171,26 +165,25 @@ def _drop_privileges(uid: int, gid: int) -> None:
 
 # keyctl(2) has no libc wrapper: its system call number per machine.
 _SYS_KEYCTL = {"x86_64": 250, "aarch64": 219, "i686": 288, "armv7l": 311, "ppc64le": 311}
-_KEYCTL_JOIN_SESSION_KEYRING = 1
+_KEYCTL_JOIN_SESSION_KEYRING, _KEYCTL_CLEAR = 1, 7
+# The uid's own keyrings: they belong to the uid, not to a process, and outlive every run.
+_KEY_SPEC_USER_KEYRING, _KEY_SPEC_USER_SESSION_KEYRING = -4, -5
+
+
+def _keyctl(operation: int, arg: int | None) -> int:
+    """keyctl(2) through syscall(2); 0 (nothing done) where its number is unknown."""
+    number = _SYS_KEYCTL.get(os.uname().machine)
+    return 0 if number is None else int(_ns.libc.syscall(number, operation, arg))
 
 
 def _new_session_keyring() -> None:
     """Join a new, empty, anonymous session keyring: the grader's keys (and the keys of any
     keyring it possesses) are no longer possessed by the script. Where the kernel or a seccomp
     filter refuses keyctl, the script cannot reach any keyring either."""
-    number = _SYS_KEYCTL.get(os.uname().machine)
-    if number is None:
-        return
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.syscall(number, _KEYCTL_JOIN_SESSION_KEYRING, None) < 0:
+    if _keyctl(_KEYCTL_JOIN_SESSION_KEYRING, None) < 0:
         err = ctypes.get_errno()
         if err not in (errno.ENOSYS, errno.EPERM, errno.EACCES):
             raise OSError(err, f"keyctl(JOIN_SESSION_KEYRING): {os.strerror(err)}")
-
-
-_KEYCTL_CLEAR = 7
-# The uid's own keyrings: they belong to the uid, not to a process, and outlive every run.
-_KEY_SPEC_USER_KEYRING, _KEY_SPEC_USER_SESSION_KEYRING = -4, -5
 
 
 def _clear_user_keyrings() -> None:
@@ -199,16 +192,13 @@ def _clear_user_keyrings() -> None:
     good), so a key one run put there would be found by the next grade whose run has that uid
     (``security/keys/process_keys.c:look_up_user_keyrings``, torvalds/linux v6.12); at
     ``bubblewrap`` each run's user namespace has keyrings of its own."""
-    number = _SYS_KEYCTL.get(os.uname().machine)
-    if number is None:
-        return
-    libc = ctypes.CDLL(None, use_errno=True)
     for ring in (_KEY_SPEC_USER_KEYRING, _KEY_SPEC_USER_SESSION_KEYRING):
-        libc.syscall(number, _KEYCTL_CLEAR, ring)  # refused (seccomp): nobody can add either
+        _keyctl(_KEYCTL_CLEAR, ring)  # refused (seccomp): nobody can add either
 
 
-class _SetupFailed(Exception):
-    """The run's namespaces or view could not be made (ours to fix, not the script's)."""
+class _SetupFailed(OSError):
+    """The run's namespaces or view could not be made (ours to fix, not the script's): an
+    OSError without a file name, as a failed unshare is."""
 
 
 def _spawn(request: _Request, reaper_pid: int, extra_fd: tuple[int, int] | None) -> int:
@@ -217,13 +207,13 @@ def _spawn(request: _Request, reaper_pid: int, extra_fd: tuple[int, int] | None)
 
     Before exec the child sets its rlimits, joins a new session keyring and becomes the run's
     own uid (when given one): everything the script starts is capped, and none of it is the
-    grader. ``extra_fd`` is ``(fd, number)``: ``fd`` is handed to the script as descriptor
-    ``number`` (bubblewrap's status pipe). A hand-written fork/exec: see the module docstring.
+    grader. ``extra_fd`` ``(fd, number)`` hands ``fd`` to the script as descriptor ``number``
+    (bubblewrap's status pipe).
 
     At the ``uid`` level (``request.cleanup == "ns"``) the child is the init of the run's pid
-    namespace (:mod:`gpushare.sandbox.namespaces`; the caller made it the namespace of our
-    children): still root, it makes the run's other namespaces, then forks the script and
-    waits for it; it ends with the script, and the kernel ends the rest of the namespace.
+    namespace (:mod:`gpushare.sandbox.namespaces`; the caller made it our children's): still
+    root, it makes the run's other namespaces, forks the script and waits for it; it ends with
+    the script, and the kernel ends the rest of the namespace.
     """
     namespaced = request.cleanup == "ns"
     err_r, err_w = os.pipe()  # close-on-exec: EOF without data means exec succeeded
@@ -245,10 +235,9 @@ def _child(
     err: tuple[int, int],
     life: tuple[int, int],
 ) -> None:  # pragma: no cover - child, replaced by exec
-    """The forked child of :func:`_spawn`, up to exec: whatever fails on the way is written to
-    the error pipe (the parent's only news of it) and ends the child. Never returns.
-
-    Between fork and exec it runs only what is loaded already: no import, no new lock."""
+    """The forked child of :func:`_spawn`, up to exec; never returns. Whatever fails is written
+    to the error pipe (the parent's only news of it) and ends the child. Between fork and exec
+    it runs only what is loaded already: no import, no new lock."""
     err_r, err_w = err
     try:
         os.close(err_r)
@@ -260,7 +249,7 @@ def _child(
                 os.set_inheritable(fd, True)
             else:
                 os.dup2(fd, number)  # inheritable
-        _limits.apply_rlimits(request.limits, processes=request.own_uid)
+        _limits.apply_rlimits(processes=request.own_uid)
         _default_signals()
         parent = reaper_pid
         if request.cleanup == "ns":
@@ -275,10 +264,9 @@ def _child(
 
 
 def _default_signals() -> None:  # pragma: no cover - child, replaced by exec
-    """Give the script the signal state of a fresh process: no wakeup fd of ours, default
-    dispositions, nothing blocked. Ignored signals and the mask survive exec, and Python
-    ignores SIGPIPE and SIGXFSZ: left so, e.g. `yes | head -1` inside the script would never
-    end."""
+    """Give the script a fresh process's signal state: no wakeup fd of ours, default
+    dispositions, nothing blocked. Ignored signals and the mask survive exec, and Python ignores
+    SIGPIPE and SIGXFSZ: left so, `yes | head -1` inside the script would never end."""
     _signal.set_wakeup_fd(-1)
     for sig in (_signal.SIGPIPE, _signal.SIGXFSZ, _signal.SIGCHLD, *_ABORT_SIGNALS):
         _signal.signal(sig, _signal.SIG_DFL)
@@ -289,11 +277,10 @@ def _become_init(
     request: _Request, err_w: int, life: tuple[int, int]
 ) -> None:  # pragma: no cover - the run's init
     """At the ``uid`` level, in the child, still root: make the run's namespaces and view, arm
-    death with the reaper, then fork the script. The init stays here for good (:func:`_init`);
-    the script returns, to go on to exec.
-
-    A failure to make the namespaces is written as ``!MESSAGE`` (ours to fix, not an exec
-    failure); if the reaper died before death with it was armed, the child ends at once."""
+    death with the reaper, fork the script. The init stays here for good (:func:`_init`); the
+    script returns, to go on to exec. A failure to make the namespaces is written as
+    ``!MESSAGE`` (ours to fix, not an exec failure); if the reaper died before death with it
+    was armed, the child ends at once."""
     life_r, life_w = life
     os.close(life_w)
     try:
@@ -320,12 +307,9 @@ def _exec_script(request: _Request, parent: int) -> None:  # pragma: no cover - 
     _new_session_keyring()
     if request.cleanup == "ns":
         _clear_user_keyrings()  # what a run of a killed grade may have left
-        # a setuid or setgid file it finds (or plants) gives nothing (bubblewrap sets
-        # the same in its own sandbox)
+        # a setuid or setgid file it finds (or plants) gives nothing (as in bubblewrap's sandbox)
         _prctl(_PR_SET_NO_NEW_PRIVS, 1)
-    # Dies with the reaper even if the reaper is SIGKILLed (kept across exec, not across
-    # the uid change: set after it).
-    _prctl(_PR_SET_PDEATHSIG, _signal.SIGKILL)
+    _prctl(_PR_SET_PDEATHSIG, _signal.SIGKILL)  # even if the reaper is SIGKILLed; kept by exec
     if os.getppid() != parent:
         os._exit(_EXEC_FAILED)
     devnull = os.open(os.devnull, os.O_RDONLY)
@@ -335,9 +319,8 @@ def _exec_script(request: _Request, parent: int) -> None:  # pragma: no cover - 
 
 
 def _check_exec(pid: int, err_r: int, name: bytes) -> None:
-    """Read the child's error pipe to its end: nothing means exec succeeded (the pipe is
-    close-on-exec); else reap the child and raise what it wrote (:class:`_SetupFailed` for
-    ``!MESSAGE``, OSError for an errno)."""
+    """Read the child's close-on-exec error pipe to its end: nothing means exec succeeded;
+    else reap the child and raise what it wrote (``!MESSAGE``: :class:`_SetupFailed`)."""
     with open(err_r, "rb") as fh:
         data = fh.read()
     if data:
@@ -359,10 +342,9 @@ def _enter_namespaces(request: _Request) -> None:
 
 
 def _init(script: int, uid: int, gid: int) -> None:  # pragma: no cover - the run's init
-    """Wait for ``script``, reaping every orphan of the namespace meanwhile, empty the keyrings
-    of the run's uid, and exit as the script did (``128 + N`` for death by signal N, as a shell
-    and bubblewrap's init say it): the kernel then kills whatever is left in the namespace.
-    Never returns."""
+    """Wait for ``script``, reaping the namespace's orphans meanwhile, empty the run's uid's
+    keyrings, and exit as the script did (``128 + N`` for death by signal N, as a shell and
+    bubblewrap's init say it): the kernel then kills what is left in the namespace."""
     while True:
         try:
             pid, status = os.wait()
@@ -378,11 +360,9 @@ def _init(script: int, uid: int, gid: int) -> None:  # pragma: no cover - the ru
 
 
 def _wait_for_script(pid: int, deadline: float, ctl_fd: int, wake_fd: int) -> str:
-    """Block until the script exits, the deadline passes or the grader intervenes.
-
-    Returns "exit", "timeout", "kill" (the grader wants it ended: output cap reached) or "abort"
-    (the grader is gone or asked us to stop). SIGCHLD and abort signals wake us through the
-    signal wakeup fd, so none of them can be missed between a check and the poll.
+    """Block until the script exits ("exit"), the deadline passes ("timeout"), the grader wants
+    it ended at the output cap ("kill") or is gone or asks us to stop ("abort"). SIGCHLD and the
+    abort signals wake us through the wakeup fd: none is missed between a check and the poll.
     """
     poller = select.poll()
     poller.register(ctl_fd, select.POLLIN)
@@ -422,13 +402,12 @@ def _wake_pipe() -> tuple[int, int]:
 
 
 def _reap_one(request: _Request, master_pid: int) -> int:
-    """A reaper: run one script under the rules of the module docstring, report, return.
+    """A reaper, in a fresh fork of the master: run one script, report, return.
 
-    Runs in a fresh fork of the master with the run's pipes in place: control pipe on stdin,
-    the script's stdout and stderr on 1 and 2, status lines on ``request.status_fd``:
-    ``reaper N`` first, ``pid N`` once the script runs, then ``done RC|none TIMED_OUT N``, or
-    ``exec ERRNO`` / ``cwd ERRNO`` if it could not be started, ``unstarted RC`` if bubblewrap
-    could not start it (its stderr says why), or ``error MESSAGE``.
+    Control pipe on stdin, the script's stdout and stderr on 1 and 2, status lines on
+    ``request.status_fd``: ``reaper N`` first, ``pid N`` once the script runs, then ``done
+    RC|none TIMED_OUT N``, or ``exec ERRNO`` / ``cwd ERRNO`` if it could not be started,
+    ``unstarted RC`` if bubblewrap could not start it (its stderr says why), or ``error MESSAGE``.
     """
     start = time.monotonic()
     status_fd = request.status_fd
@@ -457,14 +436,13 @@ def _reap_one(request: _Request, master_pid: int) -> int:
 def _reap_orphans(within: float = 0.5) -> None:
     """Reap what is still coming to us, a subreaper (bubblewrap's init dies just after bwrap),
     and end what does not come within ``within`` seconds: left to init, either would count
-    against the run's uid in the next grade that has it (its ``RLIMIT_NPROC``, the ``uid``
-    level's count of what is left).
+    against the run's uid in the next grade that has it (its ``RLIMIT_NPROC``).
 
     What does not come is bubblewrap's own race: a ``bwrap`` ended in its first milliseconds
     (the grade aborted, its deadline, Ctrl-C) leaves its init blocked for good on an eventfd
-    read that nobody will answer, before that init has asked to die with its parent (18
-    grades killed just after submitting 7 runs each left 5 behind). It is a descendant of
-    ours: ended as the ``none`` level ends a run's tree (:func:`_kill_tree`).
+    read nobody will answer, before that init asked to die with its parent (18 grades killed
+    just after submitting 7 runs each left 5 behind). It is our descendant: ended as
+    :func:`_kill_tree` ends the ``none`` level's tree.
     """
     give_up = time.monotonic() + within
     while time.monotonic() < give_up:
@@ -479,12 +457,11 @@ def _reap_orphans(within: float = 0.5) -> None:
 def _run(request: _Request, start: float, wake_r: int) -> int:
     """Start, watch and end the script of one run; report how it went.
 
-    The end is the level's own (``request.cleanup``): ``pidns``, bubblewrap's pid namespace,
-    ended with its first process (killed if need be; ``--die-with-parent`` takes the rest);
-    ``ns``, the ``uid`` level's pid namespace, made here for our child, its init (killed if
-    need be: the kernel kills the rest before that init's end is reported, so nothing of the
-    run is left once it is reaped); ``tree``, every descendant of ours, found in /proc
-    (:func:`_kill_tree`: the unisolated level).
+    The end is the level's (``request.cleanup``): ``pidns``, bubblewrap's pid namespace, ends
+    with its first process (killed if need be; ``--die-with-parent`` takes the rest); ``ns``,
+    the ``uid`` level's, made here for our child, with its init (killed if need be: the kernel
+    kills the rest before the init's end is reported, so nothing is left once it is reaped);
+    ``tree``, every descendant of ours, found in /proc (:func:`_kill_tree`: level ``none``).
     """
     status_fd = request.status_fd
     json_r = json_w = -1
@@ -520,11 +497,10 @@ def _run(request: _Request, start: float, wake_r: int) -> int:
 
 
 def _start_script(request: _Request, json_w: int) -> int | None:
-    """Start the script (at ``uid``, in a pid namespace made for it); its pid, or None once
-    the grader is told why it could not start: ``exec ERRNO`` for the script's own fault,
-    ``error ...`` for the namespaces (ours). Our copy of ``json_w`` (bubblewrap's status
-    pipe, -1: none) is closed either way: the script holds the only one left, so its end
-    is the pipe's."""
+    """Start the script (at ``uid``, in a pid namespace made for it); its pid, or None once the
+    grader is told why not: ``exec ERRNO`` (the script's fault), ``error ...`` (the namespaces,
+    ours). Our copy of ``json_w`` (bubblewrap's status pipe, -1: none) is closed either way: the
+    script holds the only one left, so its end is the pipe's."""
     status_fd = request.status_fd
     try:
         if request.cleanup == "ns":  # our next child is pid 1 of a namespace of its own
@@ -532,14 +508,11 @@ def _start_script(request: _Request, json_w: int) -> int | None:
         return _spawn(
             request, os.getpid(), (json_w, request.status_fd_number) if json_w >= 0 else None
         )
-    except _SetupFailed as exc:
-        _report(status_fd, f"error the uid level's namespaces: {exc}")
-        return None
     except OSError as exc:
-        if request.cleanup == "ns" and exc.filename is None:  # unshare, not exec
+        if request.cleanup == "ns" and exc.filename is None:  # the namespaces, not exec
             _report(status_fd, f"error the uid level's namespaces: {exc}")
-            return None
-        _report(status_fd, f"exec {exc.errno or 0}")
+        else:
+            _report(status_fd, f"exec {exc.errno or 0}")
         return None
     finally:
         if json_w >= 0:
@@ -547,10 +520,10 @@ def _start_script(request: _Request, json_w: int) -> int | None:
 
 
 def _end_script(request: _Request, pid: int, outcome: str) -> tuple[int, dict[int, int]]:
-    """End the run as its level does, from now on deaf to abort signals (a cleanup must not be
+    """End the run as its level does, deaf to abort signals from now on (a cleanup must not be
     interrupted half-way): kill the script unless it exited, then reap it alone (``pidns``,
-    ``ns``: its namespace ends with it) or the whole tree (``tree``). Returns (strays killed,
-    wait statuses)."""
+    ``ns``: its namespace ends with it) or the whole tree (``tree``); (strays killed, statuses).
+    """
     for sig in _ABORT_SIGNALS:
         _signal.signal(sig, _signal.SIG_IGN)
     if outcome != "exit":
@@ -573,13 +546,12 @@ def _detach(status_fd: int) -> None:
 class _Request:
     """One run as the grader sent it: NUL-separated fields plus four file descriptors.
 
-    Fields: ``run``, timeout, cwd, limits (:meth:`gpushare.sandbox.limits.Limits.encode`), the
-    descriptor number on which the command (bubblewrap) wants a status pipe or empty, the
-    cleanup (``pidns``, ``ns`` or ``tree``), the run's uid and gid (-1: the grader's), argc,
-    argv..., the count of the view's entries and the entries (at ``ns``: the folder the run's
-    root is built on, then source and destination of each read-only bind), then ``KEY=VALUE``
-    environment entries. Descriptors: control pipe (read end),
-    stdout and stderr pipes, status pipe (write ends).
+    Fields: ``run``, timeout, cwd, the descriptor number on which bubblewrap wants a status pipe
+    or empty, the cleanup (``pidns``, ``ns`` or ``tree``), the run's uid and gid (-1: the
+    grader's), argc, argv..., the count of the view's entries and the entries (at ``ns``: the
+    folder the run's root is built on, then source and destination of each read-only bind),
+    then ``KEY=VALUE`` environment entries. Descriptors: control pipe (read end), stdout,
+    stderr and status pipes (write ends).
     """
 
     def __init__(self, data: bytes, fds: list[int]) -> None:
@@ -587,29 +559,28 @@ class _Request:
             raise ValueError(f"expected 4 descriptors, got {len(fds)}")
         self.ctl_fd, self.out_fd, self.err_fd, self.status_fd = fds
         fields = data.split(b"\0")
-        if fields[0] != b"run" or len(fields) < 10:
+        if fields[0] != b"run" or len(fields) < 9:
             raise ValueError("malformed request")
         self.timeout = float(fields[1])
         self.cwd = fields[2]
-        self.limits = _limits.Limits.decode(fields[3])
-        self.status_fd_number = int(fields[4]) if fields[4] else -1
+        self.status_fd_number = int(fields[3]) if fields[3] else -1
         if not (-1 <= self.status_fd_number < 1024) or self.status_fd_number in (0, 1, 2):
             raise ValueError("malformed request")
-        self.cleanup = fields[5].decode()
-        self.uid, self.gid = int(fields[6]), int(fields[7])
+        self.cleanup = fields[4].decode()
+        self.uid, self.gid = int(fields[5]), int(fields[6])
         if self.cleanup not in ("pidns", "ns", "tree") or (self.cleanup == "ns" and self.uid <= 0):
             raise ValueError("malformed request")
         # RLIMIT_NPROC counts per uid: set here only when the uid is the run's own.
         self.own_uid = self.uid > 0
-        argc = int(fields[8])
-        self.argv = fields[9 : 9 + argc]
-        if len(self.argv) != argc or not argc or len(fields) < 10 + argc:
+        argc = int(fields[7])
+        self.argv = fields[8 : 8 + argc]
+        if len(self.argv) != argc or not argc or len(fields) < 9 + argc:
             raise ValueError("malformed request")
-        count = int(fields[9 + argc])
-        self.view = fields[10 + argc : 10 + argc + count]
+        count = int(fields[8 + argc])
+        self.view = fields[9 + argc : 9 + argc + count]
         if len(self.view) != count or (self.cleanup == "ns") != (count % 2 == 1):
             raise ValueError("malformed request")
-        self.env = dict(entry.split(b"=", 1) for entry in fields[10 + argc + count :] if entry)
+        self.env = dict(entry.split(b"=", 1) for entry in fields[9 + argc + count :] if entry)
 
 
 def _received_fds(ancdata: list[tuple[int, int, bytes]]) -> list[int]:
@@ -657,10 +628,8 @@ def _start_reaper(request: _Request, sock_fd: int, wake: tuple[int, int]) -> int
 
 def _master_main(grader_pid: int) -> int:
     """The master: fork a reaper per request read from stdin (a SEQPACKET socket) until EOF.
-
     At EOF, or when the grader dies (``PR_SET_PDEATHSIG``) or signals us, every reaper still
-    running is sent SIGTERM, which it treats as "abort" (it still kills its tree), and waited for.
-    """
+    running gets SIGTERM ("abort": it still kills its tree) and is waited for."""
     _prctl(_PR_SET_PDEATHSIG, _signal.SIGTERM)
     if os.getppid() != grader_pid:  # the grader died before PDEATHSIG was armed
         return 1
@@ -723,11 +692,8 @@ _MAX_REQUEST = 1 << 20  # a request holds argv and the environment: far below th
 
 
 def main(grader_pid: int) -> None:
-    """Entry point of the master process; never returns.
-
-    Skips interpreter teardown (10-30 ms on a busy machine): nothing is buffered, and the
-    grader waits for our pipes to close.
-    """
+    """Entry point of the master process; never returns. Skips interpreter teardown (10-30 ms
+    on a busy machine): nothing is buffered, and the grader waits for our pipes to close."""
     try:
         code = _master_main(grader_pid)
     except BaseException:  # a bug of ours: say so on the grader's stderr, then still exit

@@ -3,24 +3,20 @@ library and the packages the lab names, copied once into a directory any uid may
 nothing else.
 
 A lab names the packages its learners' scripts may import (``lab.toml`` ``[sandbox]
-runtime_packages``; the GPU lab: ``yaml`` and ``_yaml``, since it tells learners to parse
-manifests with ``python3`` and ``yaml.safe_load_all``). The grader's own interpreter may
-live where the run's uid cannot go (pyenv under ``/root``, 0700),
-and its prefix holds every package pip put there (the grader's dependencies, tokens in a
-``.pth``...). So the interpreter (and ``libpython`` when it is shared), the standard library
-without ``site-packages`` (nor ``test``, ``idlelib``, ``tkinter``...), and the lab's packages
-(beside the standard library, on every interpreter's path) are copied,
-once per machine and interpreter, into
-``/var/cache/gpushare/sandbox-runtime/<key>`` (root) or the user's cache, files 0644/0755.
-bubblewrap and the ``uid`` level bind that directory read-only, its ``bin`` first on PATH.
+runtime_packages``; the GPU lab: ``yaml`` and ``_yaml``, for ``yaml.safe_load_all`` in
+``python3``). The grader's own interpreter may live where the run's uid cannot go (pyenv under
+``/root``, 0700), and its prefix holds every package pip put there (the grader's dependencies,
+tokens in a ``.pth``...). So the interpreter (and a shared ``libpython``), the standard library
+without ``site-packages`` (nor ``test``, ``idlelib``, ``tkinter``...) and the lab's packages
+(beside the standard library, on every interpreter's path) are copied, once per machine and
+interpreter, into ``/var/cache/gpushare/sandbox-runtime/<key>`` (root) or the user's cache,
+files 0644/0755; bubblewrap and the ``uid`` level bind it read-only, its ``bin`` first on PATH.
 Some 94 MB (Python 3.11 here), copied in about a second by the first grade on a machine.
 
-The key names what the copy holds, not where it came from: the interpreter and its standard
-library, and each of the lab's packages by its files' names and sizes. Every virtualenv of one
-interpreter has its own PyYAML folder, and a key made of that folder's path gave each of them
-(each CI clone, each worktree) a copy of its own.
-:func:`prune` (``gpushare setup``) removes the copies whose interpreter is gone, and those of
-the older key.
+The key names what the copy holds, not where it came from: every virtualenv of one interpreter
+has its own PyYAML folder, and a key made of that folder's path gave each of them (each CI
+clone, each worktree) a copy of its own. :func:`prune` (``gpushare setup``) removes the copies
+whose interpreter is gone, and those of the older key.
 """
 
 from __future__ import annotations

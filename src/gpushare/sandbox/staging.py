@@ -1,10 +1,10 @@
-"""The copies a run with a uid of its own reads: the work dir and the files it is given,
-readable by its grade's gid only, and where they are left when a grade dies.
+"""The copies a run with a uid of its own reads: the work dir and the files it is given.
 
 A root grader's runs (``bubblewrap`` as the run's uid, ``uid``) cannot read the grader's own
 files (a home of 0700, a checkout), and must not: each grade copies what its runs may read
-into a folder of its own under ``/tmp``, once per grade for the work dir, bounded in files and
-bytes; each run sees the copies at the original paths (:mod:`gpushare.sandbox.view`).
+into a folder of its own under ``/tmp``, readable by its gid only, once per grade for the work
+dir, bounded in files and bytes; each run sees the copies at the original paths
+(:mod:`gpushare.sandbox.view`).
 """
 
 from __future__ import annotations
@@ -25,11 +25,10 @@ from gpushare.sandbox.levels import Level, Sandbox
 
 
 class Stage:
-    """What runs with a uid of their own may read, copied where only their grade's gid can:
-    ``<stage>/work-N`` (a folder the script runs in) and ``<stage>/in-N`` (a file it is
-    given), in a folder of mode 0750 owned by the grader and the grade's gid; modes made
-    0640/0750 so that the gid reads (and executes) what the grader could. Each run sees the
-    copies at the original paths (bubblewrap's binds; at ``uid``, the binds of its own mount
+    """A grade's copies: ``<stage>/work-N`` (a folder the script runs in) and ``<stage>/in-N``
+    (a file it is given), in a folder of mode 0750 owned by the grader and the grade's gid,
+    modes 0640/0750 so that the gid reads (and executes) what the grader could. Each run sees
+    them at the original paths (bubblewrap's binds; at ``uid``, those of its own mount
     namespace, whose root is built on ``<stage>/root``)."""
 
     def __init__(self, sandbox: Sandbox) -> None:
@@ -82,12 +81,10 @@ _STAGE_PREFIX = "gpushare-stage-"
 
 
 def _sweep(prefix: str) -> None:
-    """Remove the staging folders that dead grades left with this slot (``prefix`` names it).
-
-    A grade killed mid-run (a class worker SIGKILLed past its deadline) cannot remove its own:
-    copies of a learner's work, readable by that grade's gid. The slot is locked by us, so no
-    grade alive has a folder of its prefix.
-    """
+    """Remove the staging folders dead grades left with this slot (``prefix`` names it): a
+    grade killed mid-run (a class worker SIGKILLed past its deadline) cannot remove its own
+    copies of a learner's work, readable by that grade's gid. We hold the slot's lock, so no
+    grade alive has a folder of its prefix."""
     try:
         entries = list(os.scandir("/tmp"))
     except OSError:
@@ -104,9 +101,8 @@ def _sweep(prefix: str) -> None:
 
 
 def _signature(folder: str) -> tuple[tuple[str, int, int, int], ...]:
-    """What a staged copy of ``folder`` is still good for: every entry's path, size, mode and
-    modification time (the runs of one grade share one copy; a folder changed is copied
-    again)."""
+    """Every entry's path, size, mode and mtime: the runs of one grade share one copy of
+    ``folder`` while this stays the same (a folder changed is copied again)."""
     found = []
     for count, (directory, dirs, files) in enumerate(os.walk(folder)):
         if count > _STAGE_FILES:
@@ -126,8 +122,7 @@ _STAGE_BYTES = 64 * 1024 * 1024
 def _copy_bounded(source: str, top: str, stage: str, gid: int) -> str:
     """Copy ``source`` (a folder, or a file: into ``top``) for the run; its path in the copy.
     Regular files, folders and symlinks (as links) only, at most :data:`_STAGE_FILES` entries
-    and :data:`_STAGE_BYTES`; never the stage itself (a folder holding it). ``gid`` may read
-    the copy (and execute where anyone could), others nothing."""
+    and :data:`_STAGE_BYTES`, never the stage itself (a folder holding it); for ``gid`` only."""
     if not os.path.isdir(source):
         os.mkdir(top)
         _give(top, gid, True)
@@ -144,10 +139,8 @@ def _copy_bounded(source: str, top: str, stage: str, gid: int) -> str:
         os.mkdir(folder)
         _give(folder, gid, True)
         for name in sorted(files) + [d for d in dirs if os.path.islink(os.path.join(directory, d))]:
-            src, dest = (
-                os.path.join(directory, name),
-                os.path.normpath(os.path.join(top, rel, name)),
-            )
+            src = os.path.join(directory, name)
+            dest = os.path.normpath(os.path.join(top, rel, name))
             count += 1
             st = os.lstat(src)
             if stat.S_ISLNK(st.st_mode):

@@ -1,44 +1,41 @@
 """Run a learner's untrusted script for real, with a time limit, an output cap and full cleanup.
 
-A lab's grader executes a learner's script (``bin/<script> <input>``) as they wrote it. It may
-hang, flood its output, or leave processes behind — including daemons that double-fork and call
-``setsid``, which escape any process group or session we could kill. Left alone, those strays
-would outlive the grading run, hold our pipes open (so reading the output would never finish) and
-pile up on a shared machine.
+A learner's script may hang, flood its output, or leave processes behind, daemons that
+double-fork and call ``setsid`` included, which escape any process group or session we could
+kill: left alone they would outlive the grade, hold our pipes open (the output would never end)
+and pile up on a shared machine.
 
-Design: the grader never runs the script directly. A :class:`Supervisor` starts one helper
-process for all the runs of a grade, the *master* (:mod:`gpushare.sandbox.reaper`, forked from the
-grader when that is safe, else a fresh ``python -I -S``), and hands it each run through a
-socket, the run's pipes included. For each run the master forks a *reaper*, which
+Design: the grader never runs the script itself. A :class:`Supervisor` starts one *master* per
+grade (:mod:`gpushare.sandbox.reaper`, forked from the grader when that is safe, else a fresh
+``python -I -S``) and hands it each run, the run's pipes included, through a socket. For each
+run the master forks a *reaper*, which
 
-* marks itself a *child subreaper* (``prctl(PR_SET_CHILD_SUBREAPER)``), so every orphan in the
-  script's tree — double-forked daemons included — is re-parented to it rather than to init, and
-  is therefore still found by walking the reaper's descendants;
-* asks to receive ``SIGTERM`` when the master dies (``PR_SET_PDEATHSIG``; the master asks the
-  same of the grader), and also treats the end of its control pipe from the grader as "abort",
-  so no run outlives the grader;
-* starts the script in a new session with stdin on ``/dev/null`` and stdout/stderr on pipes read
-  by the grader, enforces the time limit, and in the end ends everything it started the way
-  its isolation level does (:mod:`gpushare.sandbox.levels`).
+* is a child subreaper (``prctl(PR_SET_CHILD_SUBREAPER)``): every orphan of the script's tree,
+  double-forked daemons included, is re-parented to it rather than to init, so it is still
+  found among the reaper's descendants;
+* gets ``SIGTERM`` when the master dies (``PR_SET_PDEATHSIG``; the master asks the same of the
+  grader) and takes the end of its control pipe from the grader as "abort": no run outlives
+  the grader;
+* starts the script in a new session, stdin on ``/dev/null``, stdout and stderr on pipes the
+  grader reads, keeps the time limit, and at the end ends all it started the way its isolation
+  level does (:mod:`gpushare.sandbox.levels`).
 
 One reaper per run keeps runs apart: each cleans up its own run only, and a script that kills
-its reaper loses its own run only. Forking the master costs about a millisecond where starting
-a Python interpreter per run cost some 30 ms of CPU, which on two cores is a good part of a
-one-second grade. Only reapers are subreapers, never the grader: a subreaper grader would
-silently collect every orphan of every tool it runs.
-
-Every run is also capped in memory, processes, CPU time and file size
-(:mod:`gpushare.sandbox.limits`, :data:`DEFAULT_LIMITS`).
+its reaper loses its own run only. Forking the master costs about a millisecond where a Python
+interpreter per run cost some 30 ms of CPU, a good part of a one-second grade on two cores.
+Only reapers are subreapers, never the grader: a subreaper grader would silently collect every
+orphan of every tool it runs. Every run is capped too (:mod:`gpushare.sandbox.limits`).
 
 At level ``none`` this is hygiene, not a security boundary: the script runs as the grader's
-user, with its filesystem and network. The levels that are a boundary, and their cleanups:
-:mod:`gpushare.sandbox.levels`. Linux only.
+user, with its filesystem and network (the levels that are a boundary:
+:mod:`gpushare.sandbox.levels`). Linux only.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import math
 import os
 import select
@@ -48,16 +45,14 @@ import stat
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 
 from gpushare.sandbox import reaper, runtime
 from gpushare.sandbox.errors import SandboxError as SandboxError  # raised to the graders
-from gpushare.sandbox.ids import Slot
 from gpushare.sandbox.isolation import SCRATCH, environment
 from gpushare.sandbox.levels import NO_SANDBOX, Level, Sandbox
-from gpushare.sandbox.limits import DEFAULT_LIMITS, Limits
 from gpushare.sandbox.staging import Stage
 
 # Where the ``gpushare`` package lives, for the master's ``sys.path`` (``-I`` leaves it out).
@@ -86,20 +81,15 @@ _BWRAP_STATUS_FD = 3
 class RunResult:
     """What one run of an untrusted script did.
 
-    ``returncode`` is None when the run was ended for exceeding its time limit, negative (-N) when
-    the script died of signal N (e.g. -9 after being ended for flooding its output).
-    ``stdout``/``stderr`` hold at most ``output_cap`` bytes each, decoded as UTF-8 with
-    replacement; ``truncated`` says whether either stream had more. ``duration`` is the wall time
-    of the whole run in seconds, from the request to the end of the cleanup. ``leftover_killed``
-    counts the processes other than the script's own that were still alive at the end and had to
-    be killed: background jobs and daemons it left behind, plus, after a timeout or an output
-    flood, the children it was still running. In the bubblewrap sandbox those die with the
-    sandbox's pid namespace as soon as the script exits, so there it is mostly 0.
-
-    ``isolation`` names the level the run had (:mod:`gpushare.sandbox.levels`). In the
-    bubblewrap sandbox a script that dies of signal N reports ``128 + N`` (as a shell does),
-    not -N. A process over a cap (:mod:`gpushare.sandbox.limits`) just fails to fork or
-    allocate.
+    ``returncode``: None when the run was ended at its time limit, -N when the script died of
+    signal N (-9 when ended for flooding its output); ``128 + N`` in the bubblewrap sandbox, as
+    a shell says it. ``stdout``/``stderr``: at most ``output_cap`` bytes each, decoded as UTF-8
+    with replacement; ``truncated``: whether either had more. ``duration``: wall seconds from
+    the request to the end of the cleanup. ``leftover_killed``: the processes other than the
+    script still alive at the end and killed (background jobs and daemons it left, and after a
+    timeout or a flood the children it was running; mostly 0 in the bubblewrap sandbox, whose
+    pid namespace dies with the script). ``isolation``: the run's level
+    (:mod:`gpushare.sandbox.levels`). A process over a cap just fails to fork or allocate.
     """
 
     _: KW_ONLY
@@ -114,12 +104,9 @@ class RunResult:
 
 
 def check_runnable(path: Path) -> str | None:
-    """None if ``path`` is a regular executable file (symlinks followed), else a stable key.
-
-    Keys: ``missing``, ``dangling_link``, ``directory``, ``not_executable``, ``not_regular``.
-    Lets the grader tell the learner what is wrong with the script before trying to run it,
-    instead of surfacing an exec error.
-    """
+    """None if ``path`` is a regular executable file (symlinks followed), else a stable key
+    (``missing``, ``dangling_link``, ``directory``, ``not_executable``, ``not_regular``), so the
+    grader tells the learner what is wrong with the script rather than an exec error."""
     try:
         st = os.stat(path)
     except (FileNotFoundError, NotADirectoryError):
@@ -140,16 +127,16 @@ def check_runnable(path: Path) -> str | None:
 
 
 class _Master:
-    """The master process. Forked from the grader when the grader has no other thread (the
-    usual case: `gpushare grade` starts it first thing), else spawned as a fresh interpreter.
+    """The master process: forked from the grader when the grader has no other thread (the
+    usual case: `gpushare grade` starts it first thing), else a fresh interpreter.
 
-    A fork is ready at once and costs about a millisecond; a fresh ``python -I -S`` costs some
-    30 ms of CPU before the first run can start, on the two cores the runs need. Forking a
-    process that has other threads is unsafe (a lock held by another thread stays locked in the
-    child), hence the fallback, started with ``posix_spawn``: a bare pid, waited for here like a
-    forked one (a ``subprocess.Popen`` left to the garbage collector would reap it behind our
-    back). Either way the master's stdin is the request socket, its stdout /dev/null, its
-    stderr ours (for a bug's traceback), and it holds nothing else of ours.
+    A fork costs about a millisecond; a fresh ``python -I -S`` some 30 ms of CPU before the first
+    run, on the two cores the runs need. Forking a process with other threads is unsafe (a lock
+    another thread holds stays locked in the child), hence the fallback, started with
+    ``posix_spawn``: a bare pid, waited for here like a forked one (a ``subprocess.Popen`` left
+    to the garbage collector would reap it behind our back). Either way its stdin is the request
+    socket, its stdout /dev/null, its stderr ours (for a bug's traceback), and nothing else of
+    ours.
     """
 
     def __init__(self, sock_fd: int, start: str = "auto") -> None:
@@ -204,11 +191,9 @@ class _Master:
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int | None:
-        """The exit status, or None if the master is still running after ``timeout`` s.
-
-        A pidfd becomes readable the moment the process exits, so the grade's end is not a
-        polling interval late (Linux 5.3; where it is refused, a seccomp filter or an old
-        kernel, the exit is polled for)."""
+        """The exit status, or None if the master still runs after ``timeout`` s. A pidfd is
+        readable the moment the process exits, so the grade's end is not a polling interval
+        late (Linux 5.3; polled for where a seccomp filter or an old kernel refuses it)."""
         if self.poll() is None:
             try:
                 fd = os.pidfd_open(self.pid)
@@ -239,18 +224,12 @@ class Supervisor:
     :meth:`close`, which also ends runs still going.
     """
 
-    def __init__(
-        self,
-        *,
-        start: str = "auto",
-        sandbox: Sandbox | None = None,
-        limits: Limits = DEFAULT_LIMITS,
-    ) -> None:
+    def __init__(self, *, start: str = "auto", sandbox: Sandbox | None = None) -> None:
         """``start``: ``fork``, ``spawn`` or ``auto`` (see :class:`_Master`); tests use the
         first two. ``sandbox``: the level of every run (:func:`gpushare.sandbox.levels.choose`;
-        None: ``none``, the grader's uid). ``limits``: the caps of every run."""
+        None: ``none``, the grader's uid); every run has the caps of
+        :data:`gpushare.sandbox.limits.DEFAULT_LIMITS`."""
         self.sandbox = sandbox or NO_SANDBOX
-        self.limits = limits
         if start not in ("auto", "fork", "spawn"):
             raise ValueError(f"start must be auto, fork or spawn, not {start!r}")
         if start != "fork" and not sys.executable:
@@ -298,13 +277,12 @@ class Supervisor:
         env: dict[str, str] | None = None,
         readable: Sequence[Path] = (),
     ) -> RunResult:
-        """Run ``argv`` (no shell) in ``cwd`` in a reaper of its own, stdin on /dev/null.
+        """Run ``argv`` (no shell) in ``cwd`` (:meth:`submit`) and wait for it.
 
         The run is ended when it exceeds ``timeout`` seconds or writes more than ``output_cap``
-        bytes to either stream; in all cases every process it started is killed before this
-        returns. Raises OSError (e.g. FileNotFoundError, or ENOEXEC for a script without
-        ``#!``) when the script cannot be executed, and SandboxError when the supervisor itself
-        fails. ``env`` and ``readable``: see :meth:`submit`.
+        bytes to either stream; every process it started is killed before this returns. Raises
+        OSError (e.g. FileNotFoundError, or ENOEXEC for a script without ``#!``) when the script
+        cannot be executed, SandboxError when the supervisor itself fails.
         """
         return self.submit(
             argv, cwd=cwd, timeout=timeout, output_cap=output_cap, env=env, readable=readable
@@ -320,10 +298,9 @@ class Supervisor:
         env: dict[str, str] | None = None,
         readable: Sequence[Path] = (),
     ) -> Pending:
-        """Start a run now; :meth:`Pending.result` (from any thread) waits for it.
-
-        The script starts at once, whoever collects it and whenever: its time limit is kept by
-        its reaper. Collect every submitted run, or close the supervisor (which ends them).
+        """Start a run now; :meth:`Pending.result` (from any thread) waits for it. Its reaper
+        keeps its time limit whoever collects it and whenever; collect every submitted run, or
+        close the supervisor (which ends them).
 
         At ``bubblewrap`` and ``uid`` the script may read ``cwd`` and the paths in ``readable``
         (e.g. the manifest it is given) and nothing else of the grader's; its environment is
@@ -344,16 +321,22 @@ class Supervisor:
             cwd,
             timeout,
             os.environ if env is None else env,
-            self.limits,
             status_fd,
             (cleanup, uid, gid),
             view,
         )
         start = time.monotonic()
         ours = self._send(request, uid)
-        done = _Done(self._stage.slot, uid) if self._stage is not None else None
+        release = functools.partial(self._stage.slot.give, uid) if self._stage else None
         return Pending(
-            argv, cwd, start, start + timeout, output_cap, ours, isolation=level.value, done=done
+            argv,
+            cwd,
+            start,
+            start + timeout,
+            output_cap,
+            ours,
+            isolation=level.value,
+            release=release,
         )
 
     def _place(self, cwd: Path, readable: Sequence[Path]) -> tuple[int, int, list[tuple[str, str]]]:
@@ -436,17 +419,6 @@ class Supervisor:
         return ours
 
 
-class _Done:
-    """What a run with a uid of its own gives back once it is over: the uid (nothing else of
-    the run is left: it ended with its namespaces)."""
-
-    def __init__(self, slot: Slot, uid: int) -> None:
-        self.slot, self.uid = slot, uid
-
-    def release(self) -> None:
-        self.slot.give(self.uid)
-
-
 def _exec_problem(path: str, cwd: Path) -> OSError | None:
     """Why execve would refuse ``path``, checked before a sandboxed run; None if it would not.
 
@@ -474,7 +446,9 @@ def _exec_problem(path: str, cwd: Path) -> OSError | None:
 @dataclass
 class Pending:
     """A submitted run: its pipes, until :meth:`result` has read them (once); or, with
-    ``error``, a run refused before it started, whose :meth:`result` raises why."""
+    ``error``, a run refused before it started, whose :meth:`result` raises why. ``release``
+    gives back the run's own uid once it is over (nothing else of it is left: it ended with its
+    namespaces)."""
 
     argv: list[str]
     cwd: Path
@@ -484,7 +458,7 @@ class Pending:
     fds: list[int]
     _: KW_ONLY
     isolation: str = "none"
-    done: _Done | None = None
+    release: Callable[[], None] | None = None
     error: OSError | None = None
 
     def result(self) -> RunResult:
@@ -500,11 +474,10 @@ class Pending:
             for fd in self.fds:
                 os.close(fd)
         duration = time.monotonic() - self.start
-        done, self.done = self.done, None
-        if done is not None and b"\ndone " not in b"\n" + status:
-            done = None  # the reaper did not end it: its uid is not given to another run
-        if done is not None:
-            done.release()
+        release, self.release = self.release, None
+        # a run its reaper did not end keeps its uid: it is not given to another run
+        if release is not None and b"\ndone " in b"\n" + status:
+            release()
 
         script_pid = None
         for line in status.decode("utf-8", "replace").splitlines():
@@ -578,40 +551,34 @@ def _checked(argv: list[str], timeout: float, output_cap: int) -> list[str]:
 
 def _encode_request(
     argv: list[str],
-    cwd: Path | str,
+    cwd: Path,
     timeout: float,
     env: Mapping[str, str],
-    limits: Limits,
     status_fd: int | None,
-    who: tuple[str, int, int] = ("tree", -1, -1),
-    view: Sequence[str] = (),
+    who: tuple[str, int, int],
+    view: Sequence[str],
 ) -> bytes:
     """The master's wire format (see ``_Request``), refusing what execve could not take."""
-    entries = []
     for key, value in env.items():
         if not key or "=" in key or "\0" in key or "\0" in value:
             raise ValueError(f"illegal environment variable: {key!r}")
-        entries.append(os.fsencode(key) + b"=" + os.fsencode(value))
-    cwd_b = os.fsencode(os.fspath(cwd))
-    if b"\0" in cwd_b:
+    if "\0" in os.fspath(cwd):
         raise ValueError("cwd must not contain NUL characters")
-    fields = [
-        b"run",
-        repr(float(timeout)).encode(),
-        cwd_b,
-        limits.encode(),
-        b"" if status_fd is None else str(status_fd).encode(),
-        who[0].encode(),
-        str(who[1]).encode(),
-        str(who[2]).encode(),
-        str(len(argv)).encode(),
-    ]
-    shown = [os.fsencode(entry) for entry in view]
-    if any(b"\0" in entry for entry in shown):
+    if any("\0" in entry for entry in view):
         raise ValueError("a path of the view must not contain NUL characters")
-    return b"\0".join(
-        [*fields, *map(os.fsencode, argv), str(len(shown)).encode(), *shown, *entries]
-    )
+    fields = [
+        "run",
+        repr(float(timeout)),
+        os.fspath(cwd),
+        "" if status_fd is None else str(status_fd),
+        *map(str, who),
+        str(len(argv)),
+        *argv,
+        str(len(view)),
+        *view,
+        *(f"{key}={value}" for key, value in env.items()),
+    ]
+    return b"\0".join(map(os.fsencode, fields))
 
 
 def _collect(

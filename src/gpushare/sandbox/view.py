@@ -64,9 +64,9 @@ def _bind(source: str, dest: str, flags: int = _RO) -> None:
     ns.mount(None, dest, None, ns.MS_REMOUNT | ns.MS_BIND | flags)
 
 
-def _tmpfs(dest: str, size: int, mode: str = "1777") -> None:
+def _tmpfs(dest: str, size: int) -> None:
     os.makedirs(dest, 0o755, exist_ok=True)
-    ns.mount("tmpfs", dest, "tmpfs", _SCRATCH, f"size={size},mode={mode}")
+    ns.mount("tmpfs", dest, "tmpfs", _SCRATCH, f"size={size},mode=1777")
 
 
 def build(root: str, binds: list[tuple[str, str]], cwd: str) -> None:
@@ -91,13 +91,13 @@ def build(root: str, binds: list[tuple[str, str]], cwd: str) -> None:
             _bind(path, at(path))
     os.mkdir(at("/proc"), 0o555)
     ns.mount("proc", at("/proc"), "proc", _RO | ns.MS_NOEXEC)  # of the run's pid namespace
-    ns.mount("tmpfs", _made(at("/dev")), "tmpfs", ns.MS_NOSUID | ns.MS_NOEXEC, "size=64k,mode=0755")
+    os.mkdir(at("/dev"), 0o755)
+    ns.mount("tmpfs", at("/dev"), "tmpfs", ns.MS_NOSUID | ns.MS_NOEXEC, "size=64k,mode=0755")
     for name in DEVICES:
         _bind(f"/dev/{name}", at(f"/dev/{name}"), ns.MS_NOSUID | ns.MS_NOEXEC)
-    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0")):
-        os.symlink(target, at(f"/dev/{name}"))
-    os.symlink("/proc/self/fd/1", at("/dev/stdout"))
-    os.symlink("/proc/self/fd/2", at("/dev/stderr"))
+    os.symlink("/proc/self/fd", at("/dev/fd"))
+    for fd, name in enumerate(("stdin", "stdout", "stderr")):
+        os.symlink(f"/proc/self/fd/{fd}", at(f"/dev/{name}"))
     _tmpfs(at("/dev/shm"), SHM_BYTES)
     _tmpfs(at(SCRATCH), SCRATCH_BYTES)
     _bind(at(SCRATCH), at("/var/tmp"), _SCRATCH)  # one scratch, one cap
@@ -111,8 +111,3 @@ def build(root: str, binds: list[tuple[str, str]], cwd: str) -> None:
     ns.pivot_root(".", ".")  # the host's tree is stacked under ours, then let go
     ns.umount(".", ns.MNT_DETACH)
     os.chdir(cwd)
-
-
-def _made(path: str) -> str:
-    os.mkdir(path, 0o755)
-    return path
