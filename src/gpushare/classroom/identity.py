@@ -149,28 +149,31 @@ def distinct(items: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
     for group in groups.values():
         out[group[0]] = group[0][0]
         for name, meaning in group[1:]:
-            digest = hashlib.sha256(meaning.encode("utf-8", "surrogatepass")).hexdigest()
-            size = _SUFFIX_HEX
-            while True:
-                tag = digest[:size] if size <= len(digest) else f"{digest}{size}"
-                cut = name.encode()[: MAX_BYTES - len(tag) - 1].decode("utf-8", "ignore")
-                candidate = f"{re.sub(r'%[0-9A-F]?$', '', cut)}~{tag}"
-                if fold(candidate) not in taken:
-                    break
+            digest, size = _digest(meaning), _SUFFIX_HEX
+            candidate = _tagged(name, digest[:size])
+            while fold(candidate) in taken:
                 size += 4
+                candidate = _tagged(
+                    name, digest[:size] if size <= len(digest) else f"{digest}{size}"
+                )
             taken.add(fold(candidate))
             out[(name, meaning)] = candidate
     return out
 
 
 def _cap(name: str, learner: str) -> str:
-    if len(name.encode()) <= MAX_BYTES:
-        return name
-    digest = hashlib.sha256(learner.encode("utf-8", "surrogatepass")).hexdigest()[:_HASH]
-    room = MAX_BYTES - _HASH - 1
-    cut = name.encode()[:room].decode("utf-8", "ignore")
-    cut = re.sub(r"%[0-9A-F]?$", "", cut)  # never half an escape
-    return f"{cut}~{digest}"
+    fits = len(name.encode()) <= MAX_BYTES
+    return name if fits else _tagged(name, _digest(learner)[:_HASH])
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _tagged(name: str, tag: str) -> str:
+    """``name`` cut to :data:`MAX_BYTES` with ``~`` and ``tag`` (never half an escape)."""
+    cut = name.encode()[: MAX_BYTES - len(tag) - 1].decode("utf-8", "ignore")
+    return f"{re.sub(r'%[0-9A-F]?$', '', cut)}~{tag}"
 
 
 @dataclass(frozen=True)
@@ -304,7 +307,7 @@ class Layout:
 def _origin(root: Path | None, top: str) -> str:
     """Where in the layout a placement comes from: the PATH (by a short hash, so two PATHs
     with folders of one name stay two) and its top-level entry."""
-    tag = hashlib.sha256(str(root).encode("utf-8", "surrogatepass")).hexdigest()[:8] if root else ""
+    tag = _digest(str(root))[:8] if root else ""
     return f"{tag}:{top}"
 
 

@@ -40,8 +40,7 @@ def write(
     seed: int,
     diff: Diff | None = None,
 ) -> Path:
-    page = render(rows, checks, lang, seed=seed, diff=diff)
-    return write_text(path, page)
+    return write_text(path, render(rows, checks, lang, seed=seed, diff=diff))
 
 
 def render(
@@ -61,11 +60,8 @@ def render(
     ]
     if diff is not None:
         parts.append(_diff(t, diff))
-    parts.append(f"<h2>{_e(t('histogram'))}</h2>")
     parts.append(_histogram(t, graded))
-    parts.append(f"<h2>{_e(t('step_rates'))}</h2>")
     parts.append(_step_rates(t, graded, steps))
-    parts.append(f"<h2>{_e(t('check_rates'))}</h2>")
     parts.append(_check_rates(t, graded, numbers))
     parts.append(_failures(t, graded, numbers, lang))
     if errors:
@@ -161,8 +157,9 @@ def _summary(t: _Words, rows: list[Row], graded: list[Row], errors: list[Row]) -
 # --------------------------------------------------------------------------- plots
 
 
-def _figure(svg: str) -> str:
-    return f"<figure>{svg}</figure>"
+def _figure(t: _Words, heading: str, svg: str) -> str:
+    """A chart under its heading."""
+    return f"<h2>{_e(t(heading))}</h2>\n<figure>{svg}</figure>"
 
 
 def _histogram(t: _Words, graded: list[Row]) -> str:
@@ -194,7 +191,15 @@ def _histogram(t: _Words, graded: list[Row]) -> str:
         integer=True,
         edge="#ffffff",
     )
-    return _figure(svg)
+    return _figure(t, "histogram", svg)
+
+
+def _rate_bars(rates: list[float]) -> list[charts.Bar]:
+    """A bar per pass rate, at 0, 1, ..., green from 80 %, amber from 50 %, its percentage on it."""
+    return [
+        charts.Bar(i - 0.4, i + 0.4, r * 100, _rate_color(r), f"{r:.0%}")
+        for i, r in enumerate(rates)
+    ]
 
 
 def _rate_color(rate: float) -> str:
@@ -207,12 +212,8 @@ def _step_rates(t: _Words, graded: list[Row], steps: list[int]) -> str:
         judged = [r for r in graded if any(c.step == step for c in r.cells.values())]
         ok = sum(1 for r in judged if all(c.passed for c in r.cells.values() if c.step == step))
         rates.append(ok / len(judged) if judged else 0.0)
-    bars = [
-        charts.Bar(i - 0.4, i + 0.4, r * 100, _rate_color(r), f"{r:.0%}")
-        for i, r in enumerate(rates)
-    ]
     svg = charts.vertical(
-        bars,
+        _rate_bars(rates),
         span=(-0.6, len(steps) - 0.4),
         top=110,
         xlabel="",
@@ -221,7 +222,7 @@ def _step_rates(t: _Words, graded: list[Row], steps: list[int]) -> str:
         height=216,
         categories=[(i, t("step", n=s)) for i, s in enumerate(steps)],
     )
-    return _figure(svg)
+    return _figure(t, "step_rates", svg)
 
 
 def check_rates(graded: list[Row], numbers: list[str]) -> dict[str, tuple[int, int]]:
@@ -234,14 +235,10 @@ def check_rates(graded: list[Row], numbers: list[str]) -> dict[str, tuple[int, i
 
 
 def _check_rates(t: _Words, graded: list[Row], numbers: list[str]) -> str:
-    counts = check_rates(graded, numbers)
-    rates = [(p / j if j else 0.0) for p, j in counts.values()]
-    bars = [
-        charts.Bar(i - 0.4, i + 0.4, r * 100, _rate_color(r), f"{r:.0%}")
-        for i, r in enumerate(rates)
-    ]
-    svg = charts.horizontal(bars, numbers, top=110, xlabel=f"{t('pass_rate')} (%)", lang=t.lang)
-    return _figure(svg)
+    rates = [(p / j if j else 0.0) for p, j in check_rates(graded, numbers).values()]
+    xlabel = f"{t('pass_rate')} (%)"
+    svg = charts.horizontal(_rate_bars(rates), numbers, top=110, xlabel=xlabel, lang=t.lang)
+    return _figure(t, "check_rates", svg)
 
 
 # --------------------------------------------------------------------------- tables
