@@ -39,14 +39,10 @@ def reason(cell: Cell, lang: str | None = None) -> str:
         return messages.render_value(T("follows_check", check=cell.follows, title=title), lang)
     for label, value in (("", failure.problem), ("found", failure.found)):
         if isinstance(value, T):
-            said = messages.render_value(_masked(value), lang)
+            # the problem, not one learner's instance: every placeholder "…"
+            said = messages.render_value(T(value.key, **dict.fromkeys(value.params, _ANY)), lang)
             return _short(messages.labelled(label, said, lang) if label else said)
     return prose_reason(cell)
-
-
-def _masked(value: T) -> T:
-    """``value``'s key with every placeholder "…": the problem, not one learner's instance."""
-    return T(value.key, **dict.fromkeys(value.params, _ANY))
 
 
 def prose_reason(cell: Cell) -> str:

@@ -77,6 +77,8 @@ MAX_BYTES = 200
 _HASH = 16  # hex digits of the hash a cut name ends with
 # Windows forbids these; % is the escape itself; ~ ends a cut name (so no uncut name can be one)
 _WINDOWS = set('\\/:*?"<>|%~')
+# controls, format, surrogates, private use, unassigned, line and paragraph separators
+_UNSEEN = ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp")
 GRADESCOPE_METADATA = "submission_metadata.yml"
 _MAX_METADATA = 16 * 1024 * 1024
 # values of the export's metadata once aliases are expanded: some 130 a submission with a long
@@ -99,13 +101,12 @@ def _escape(ch: str) -> str:
     return "".join(f"%{b:02X}" for b in ch.encode("utf-8", "surrogatepass"))
 
 
-def _needs_escape(ch: str) -> bool:
-    return ch in _WINDOWS or unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp")
-
-
 def folder_name(learner: str) -> str:
     """``learner`` as one folder name under the class folder (see the module's rules)."""
-    out = [_escape(ch) if _needs_escape(ch) else ch for ch in learner]
+    out = [
+        _escape(ch) if ch in _WINDOWS or unicodedata.category(ch) in _UNSEEN else ch
+        for ch in learner
+    ]
     if not out:
         return "%"  # no name at all (never made by :func:`decide`, which always finds one)
     if out[0] in (".", "-"):
@@ -350,7 +351,9 @@ def read_gradescope(meta: Path) -> dict[str, tuple[str, tuple[str, ...]]]:
             raise LayoutError(f"{meta}: over {_MAX_METADATA} bytes")
         text = meta.read_text(encoding="utf-8")
         # bounded: an anchored list of submitters aliased by every folder is counted expanded
-        docs = bounded.yaml_documents(text, _loader(), nodes=_METADATA_NODES)
+        # libyaml's safe loader where PyYAML was built with it, else the pure-Python one
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        docs = bounded.yaml_documents(text, loader, nodes=_METADATA_NODES)
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         reason = " ".join(str(exc).split())[:300]
         raise LayoutError(f"{meta}: not a Gradescope export's metadata ({reason})") from None
@@ -376,8 +379,3 @@ def read_gradescope(meta: Path) -> dict[str, tuple[str, tuple[str, ...]]]:
         if ids:
             out[str(folder)] = ("+".join(sorted(ids)), tuple(aliases))
     return out
-
-
-def _loader() -> type[yaml.SafeLoader]:
-    """libyaml's safe loader where PyYAML was built with it, else the pure-Python one."""
-    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
