@@ -231,14 +231,8 @@ def error_results(
     ``why`` sorts ``reason`` (a bad snapshot's :attr:`SnapshotError.kind`, ``timeout``,
     ``died``); ``detail`` is ``reason`` as a translatable value, which the learner reads in
     their language (else the sort in their language and the English ``reason`` after it)."""
-    word = texts.text
-    if detail is not None:
-        said = messages.render_value(detail, lang)
-    else:
-        said = reason[:300]
-        if why:
-            said = word("why_said", lang, why=word(f"why_{why}", lang), reason=said)
-    text = word("not_graded", lang, reason=said)
+    said = texts.no_grade(detail, why, reason[:300], lang)
+    text = texts.text("not_graded", lang, reason=said)
     if grader_side(detail):  # not the learner's doing: whom to tell
         text += "\n" + messages.render_value(T("grader_side"), lang)
     cells = [

@@ -65,7 +65,6 @@ class Submission:
     late: bool = False  # the LMS's download marked it late
     mismatch: bool = False  # the manifest names another learner than the layout
     apart: bool = False  # one of several files that name one learner: each its own row
-    root: Path | None = None  # the PATH it was found under
     origin: str = ""  # where in the layout its placement comes from (identity.Placed.origin)
     stray: str = ""  # a learner-placed submission_metadata.yml above it (ignored), or ""
     data: JsonObject = field(default_factory=dict)  # what its data says (fingerprint)
@@ -172,7 +171,6 @@ def describe(path: Path, root: Path | None = None, layout: Layout | None = None)
         cluster_uid=uid[:200],
         late=bool(placed and placed.late),
         mismatch=bool(placed and claimed and not placed.names(claimed)),
-        root=root,
         origin=placed.origin if placed else "",
         stray=layout.stray_of(path, root),
         data=fingerprint(path),

@@ -19,7 +19,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from gpushare import __version__
-from gpushare.classroom import charts, feedback, flags
+from gpushare.classroom import charts, feedback, flags, texts
 from gpushare.classroom.diff import Diff
 from gpushare.classroom.gradebook import CheckInfo, Row, columns, write_text
 from gpushare.classroom.texts import text
@@ -381,11 +381,7 @@ def reason_said(row: Row, lang: str) -> str:
     """Why an error row has no grade, in ``lang``: the reason the row kept as a translatable
     value; for a row without one (:func:`gradebook._detail`), its sort in ``lang`` and then the
     technical reason (English), without the snapshot's long path."""
-    if row.detail is not None:
-        return _short(messages.render_value(row.detail, lang))
-    if row.why:
-        return text("why_said", lang, why=text(f"why_{row.why}", lang), reason=_short(row.reason))
-    return _short(row.reason)
+    return _short(texts.no_grade(row.detail, row.why, row.reason, lang))
 
 
 def _short(reason: str) -> str:
