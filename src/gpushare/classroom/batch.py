@@ -20,7 +20,6 @@ import os
 import re
 import shlex
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -139,7 +138,7 @@ def grade_class(
     out.mkdir(parents=True, exist_ok=True)
     folders = [s.folder(opts.every) for s in chosen]
     _drop_stale(out, set(folders))
-    tasks, blocked = _tasks(chosen, out, folders, lang, opts, (checks, visibility))
+    tasks, blocked = _tasks(chosen, out, folders, lang, opts, checks, visibility)
     rows, costs = _grade_all(tasks, blocked, folders, opts, progress)
     rows = gradebook.ordered(rows)
     seed, (index, count) = opts.seed, opts.shard
@@ -187,11 +186,11 @@ def _tasks(
     folders: list[str],
     lang: str,
     opts: ClassOptions,
-    shown: tuple[list[CheckInfo], Policy | None],
+    checks: list[CheckInfo],
+    visibility: Policy | None,
 ) -> tuple[list[worker.Task], dict[int, str]]:
     """One worker task a submission, and those whose folder cannot be made (an error row each,
-    not graded). ``shown``: the checks and the policy that says what learners see of them."""
-    checks, visibility = shown
+    not graded). ``visibility``: the policy that says what learners see of the checks."""
     tasks: list[worker.Task] = []
     blocked: dict[int, str] = {}
     for sub, folder in zip(chosen, folders, strict=True):
@@ -407,16 +406,7 @@ def summary(run: ClassRun) -> str:
         + f" ({run.seconds:.1f}s)"
     ]
     if scores:
-        lines.append(
-            text(
-                "stats",
-                lang,
-                mean=f"{statistics.fmean(scores):.1f}",
-                median=f"{statistics.median(scores):g}",
-                low=min(scores),
-                high=max(scores),
-            )
-        )
+        lines.append(text("stats", lang, **report.stats(scores)))
     lines.append(gradebook.total_line(run.checks, lang))
     for r in run.errors:
         lines.append(f"  {r.folder}: {text('error', lang)}: {report.reason_said(r, lang)}")

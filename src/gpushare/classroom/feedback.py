@@ -7,8 +7,7 @@ visibility policy) was applied when that file was written: a withheld failure ca
 so every page and line of a class grade follows it.
 
 A results.json written before it held the data (an older ``--previous`` folder, a shard of an
-older gpushare) is grouped as it always was, by its prose: the problem line, else the "Found"
-line, in any language's labels.
+older gpushare) is grouped as it always was, by its prose (:func:`prose_reason`).
 """
 
 from __future__ import annotations

@@ -223,12 +223,9 @@ class Layout:
                 if meta.parent == root or not meta.is_file():
                     continue
                 self._ignored[meta.parent] = meta
-                beside = any(p.name.startswith("submission_") for p in meta.parent.iterdir())
-                hint = (
-                    f"; if it is an export's own, give {meta.parent} itself as PATH"
-                    if beside
-                    else ""
-                )
+                hint = ""
+                if any(p.name.startswith("submission_") for p in meta.parent.iterdir()):
+                    hint = f"; if it is an export's own, give {meta.parent} itself as PATH"
                 self.notes.append(
                     f"ignored {meta}: a {GRADESCOPE_METADATA} below PATH is part of a "
                     f"learner's upload, never who a file belongs to{hint}"
@@ -281,13 +278,11 @@ class Layout:
                 learner, aliases = names[top]
                 return Placed(learner, "gradescope", aliases=aliases, origin=where)
         for i, part in enumerate(rel.parts):
-            moodle = _MOODLE.match(part)
-            if moodle:
+            if moodle := _MOODLE.match(part):
                 name = moodle["name"]
                 origin = _origin(root, "/".join(rel.parts[: i + 1]))
                 return Placed(f"{name}_{moodle['id']}", "moodle", aliases=(name,), origin=origin)
-        canvas = _CANVAS.match(path.name)
-        if canvas:  # wherever it was unpacked: a folder above it is not a learner's then
+        if canvas := _CANVAS.match(path.name):  # wherever it was unpacked: no learner's folder
             late = bool(canvas["late"])
             name = canvas["name"]
             origin = _origin(root, f"canvas {canvas['user']} {canvas['sub']}")
@@ -368,12 +363,9 @@ def read_gradescope(meta: Path) -> dict[str, tuple[str, tuple[str, ...]]]:
         ids, aliases = [], []
         for who in submitters:
             if isinstance(who, dict):
-                name = who.get(":sid") or who.get(":email") or who.get(":name")
-                if name:
-                    ids.append(str(name))
-                for key in (":sid", ":email", ":name"):
-                    if who.get(key):
-                        aliases.append(str(who[key]))
+                given = [str(who[key]) for key in (":sid", ":email", ":name") if who.get(key)]
+                ids += given[:1]  # the SID, else the e-mail address, else the name
+                aliases += given
                 if who.get(":email"):
                     aliases.append(str(who[":email"]).split("@")[0])
         if ids:

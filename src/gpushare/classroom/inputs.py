@@ -298,8 +298,9 @@ def select(submissions: list[Submission], every: bool = False) -> list[Submissio
     own (``<learner>/<snapshot>``), never one replacing another. Neither are files the layout
     gives one learner from two places (two folders, two submissions of an export, a roster
     entry for each): the capture time, which the learner writes, never decides between them;
-    each is a row apart, and flagged (``same_learner``). Folder names are then made distinct
-    under :func:`identity.fold`."""
+    each is a row apart, and flagged (``same_learner``). Nor does a file only its manifest
+    calls someone's take the row of a learner the layout names: it is a row apart too. Folder
+    names are then made distinct under :func:`identity.fold`."""
     kept: dict[tuple[str, bool, str], Submission] = {}
     for sub in submissions:  # in path order: of two copies of one file, the first is kept
         if every:
@@ -312,9 +313,6 @@ def select(submissions: list[Submission], every: bool = False) -> list[Submissio
     learner_of = {key: sub.folder(False) for key, sub in kept.items()}
     groups = Counter(learner_of.values())
     places = Counter(learner_of[k] for k, sub in kept.items() if sub.trusted)
-    # a file only its manifest calls someone's never takes the row of a learner the layout
-    # names, nor of another cluster's file that names the same learner: it gets a row apart;
-    # so does each of the files the layout gives one learner from two places
     chosen = []
     for key, sub in kept.items():
         folder = learner_of[key]

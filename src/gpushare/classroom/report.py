@@ -135,6 +135,12 @@ def _isolation(t: _Words, graded: list[Row]) -> str:
     return out
 
 
+def stats(scores: list[int]) -> dict[str, object]:
+    """The scores' mean, median, lowest and highest, as the report and the summary write them."""
+    mean, median = f"{statistics.fmean(scores):.1f}", f"{statistics.median(scores):g}"
+    return {"mean": mean, "median": median, "low": min(scores), "high": max(scores)}
+
+
 def _summary(t: _Words, rows: list[Row], graded: list[Row], errors: list[Row]) -> str:
     scores = [r.score for r in graded if r.score is not None]
     cards: list[tuple[str, object]] = [
@@ -143,11 +149,12 @@ def _summary(t: _Words, rows: list[Row], graded: list[Row], errors: list[Row]) -
         (t("errors"), len(errors)),
     ]
     if scores:
+        said = stats(scores)
         cards += [
-            (t("mean"), f"{statistics.fmean(scores):.1f}"),
-            (t("median"), f"{statistics.median(scores):g}"),
-            (t("lowest"), min(scores)),
-            (t("highest"), max(scores)),
+            (t("mean"), said["mean"]),
+            (t("median"), said["median"]),
+            (t("lowest"), said["low"]),
+            (t("highest"), said["high"]),
             (t("all_passed"), sum(1 for r in graded if r.status == "passed")),
         ]
     inner = "".join(f'<div class="card">{_e(label)}<b>{_e(v)}</b></div>' for label, v in cards)

@@ -91,10 +91,8 @@ def grade_one(task: Task) -> tuple[Graded, bool]:
     except (OptionError, GradeError) as exc:
         results = write_error(task, str(exc), "cluster")
     except Exception as exc:  # a bug of ours: this submission's row says so, the class goes on
-        if guard.out_of_memory(exc):
-            error = guard.memory_message()
-        else:
-            error = f"{type(exc).__name__}: {exc}"
+        oom = guard.out_of_memory(exc)
+        error = guard.memory_message() if oom else f"{type(exc).__name__}: {exc}"
         results = write_error(task, error, "grader", detail=T("grade_crashed", error=error[:300]))
         retire = True
     c1 = os.times()
