@@ -20,7 +20,6 @@ import os
 import re
 import shlex
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -127,9 +126,9 @@ def grade_class(
     lang = offered(opts.lang)
     if opts.timeout <= 0:
         raise InputError("--timeout must be more than 0 seconds")
-    due = _deadline(opts.deadline)
+    due = parse_deadline(opts.deadline)
     layout, superseded, chosen = _choose(paths, opts)
-    before = _previous(opts.previous)
+    before = previous_rows(opts.previous)
     visibility = _policy(opts.policy)
     _require_sandbox(opts.unsafe_no_sandbox)
     if not opts.unsafe_no_sandbox:  # the uid level: no learner's script may read the class's files
@@ -139,27 +138,24 @@ def grade_class(
     out.mkdir(parents=True, exist_ok=True)
     folders = [s.folder(opts.every) for s in chosen]
     _drop_stale(out, set(folders))
-    tasks, blocked = _tasks(chosen, out, folders, lang, opts, (checks, visibility))
+    tasks, blocked = _tasks(chosen, out, folders, lang, opts, checks, visibility)
     rows, costs = _grade_all(tasks, blocked, folders, opts, progress)
     rows = gradebook.ordered(rows)
-    seed, shard = opts.seed, opts.shard
+    seed, (index, count) = opts.seed, opts.shard
     run = finish(
         out,
         rows,
         checks,
         lang,
         seed,
-        previous=opts.previous,
         before=before,
         started=started,
-        costs=costs,
-        partial=shard[1] > 1,
+        partial=count > 1,
         deadline=due,
     )
-    run.superseded = superseded
-    run.notes = list(layout.notes)
+    run.costs, run.superseded, run.notes = costs, superseded, list(layout.notes)
     extra = {"deadline": opts.deadline.strip()} if opts.deadline else {}
-    write_class_file(out, seed=seed, lang=lang, shard=f"{shard[0]}/{shard[1]}", **extra)
+    write_class_file(out, seed=seed, lang=lang, shard=f"{index}/{count}", **extra)
     return run
 
 
@@ -190,11 +186,11 @@ def _tasks(
     folders: list[str],
     lang: str,
     opts: ClassOptions,
-    shown: tuple[list[CheckInfo], Policy | None],
+    checks: list[CheckInfo],
+    visibility: Policy | None,
 ) -> tuple[list[worker.Task], dict[int, str]]:
     """One worker task a submission, and those whose folder cannot be made (an error row each,
-    not graded). ``shown``: the checks and the policy that says what learners see of them."""
-    checks, visibility = shown
+    not graded). ``visibility``: the policy that says what learners see of the checks."""
     tasks: list[worker.Task] = []
     blocked: dict[int, str] = {}
     for sub, folder in zip(chosen, folders, strict=True):
@@ -266,7 +262,7 @@ def _grade_all(
     return rows, costs
 
 
-def _deadline(text: str | None) -> dt.datetime | None:
+def parse_deadline(text: str | None) -> dt.datetime | None:
     """``--deadline`` as a time (UTC when it names no offset), or None."""
     if not text:
         return None
@@ -300,30 +296,27 @@ def finish(
     lang: str,
     seed: int,
     *,
-    previous: Path | None,
-    before: list[Row] | None,
+    before: tuple[str, list[Row]] | None,
     started: float,
-    costs: list[dict[str, float]] | None = None,
     partial: bool = False,
     deadline: dt.datetime | None = None,
 ) -> ClassRun:
     """Write grades.csv and report.html of ``rows`` (a run's, or merged shards'), with the
-    suspicion flags of the whole class (:func:`flags.mark`). ``previous`` and ``before``: the
-    earlier class folder and its rows, to show what changed; ``partial``: ``rows`` are one
-    shard's; ``costs``: what each graded submission cost."""
+    suspicion flags of the whole class (:func:`flags.mark`). ``before``: the earlier class
+    folder and its rows (:func:`previous_rows`), to show what changed; ``partial``: ``rows``
+    are one shard's."""
     flags.mark(rows, deadline=deadline)
     checks = gradebook.with_points(checks, rows)
-    changes = None
-    if previous is not None and before is not None:
-        changes = regrade.compare(str(previous), before, rows, partial=partial)
+    changes = regrade.compare(*before, rows, partial=partial) if before else None
     gradebook.write_text(out / gradebook.CSV_NAME, gradebook.csv_text(rows, checks))
     report.write(out / report.REPORT_NAME, rows, checks, lang, seed=seed, diff=changes)
     seconds = time.monotonic() - started
-    return ClassRun(out, rows, checks, lang, seed, changes, seconds, costs or [])
+    return ClassRun(out, rows, checks, lang, seed, changes, seconds)
 
 
-def _previous(previous: Path | None) -> list[Row] | None:
-    """The earlier run's rows, read before anything is written (``--out`` may be the same)."""
+def previous_rows(previous: Path | None) -> tuple[str, list[Row]] | None:
+    """``--previous`` as named and its rows, read before anything is written (``--out`` may be
+    the same folder)."""
     if previous is None:
         return None
     if not previous.is_dir():
@@ -331,7 +324,7 @@ def _previous(previous: Path | None) -> list[Row] | None:
     rows = gradebook.load_rows(previous)
     if not rows:
         raise InputError(f"--previous {previous}: no <learner>/results.json in it")
-    return rows
+    return str(previous), rows
 
 
 def _policy(path: Path | None) -> Policy | None:
@@ -413,16 +406,7 @@ def summary(run: ClassRun) -> str:
         + f" ({run.seconds:.1f}s)"
     ]
     if scores:
-        lines.append(
-            text(
-                "stats",
-                lang,
-                mean=f"{statistics.fmean(scores):.1f}",
-                median=f"{statistics.median(scores):g}",
-                low=min(scores),
-                high=max(scores),
-            )
-        )
+        lines.append(text("stats", lang, **report.stats(scores)))
     lines.append(gradebook.total_line(run.checks, lang))
     for r in run.errors:
         lines.append(f"  {r.folder}: {text('error', lang)}: {report.reason_said(r, lang)}")
@@ -468,8 +452,8 @@ def run_cli(args: argparse.Namespace) -> int:
             shard=shard,
             unsafe_no_sandbox=args.unsafe_no_sandbox,
             policy=Path(args.policy).expanduser() if args.policy else None,
-            roster=Path(args.roster).expanduser() if getattr(args, "roster", None) else None,
-            deadline=getattr(args, "deadline", None),
+            roster=Path(args.roster).expanduser() if args.roster else None,
+            deadline=args.deadline,
         )
         run = grade_class(paths, Path(args.out).expanduser(), opts, progress=Progress)
     except InputError as exc:

@@ -31,6 +31,7 @@ WIDTH = 792  # a chart's width (11 in at 72 px/in): the page's, which scales it 
 FONT_SIZE = 12
 SMALL = 11
 _TICK = 4  # a tick's length, outside the axis
+_MOST = 8  # intervals between ticks, at most
 _INK = "#1f2328"  # the page's text colour: axes, ticks and labels
 
 
@@ -55,24 +56,20 @@ def _text(x: float, y: float, words: str, *, anchor: str = "middle", size: int =
     )
 
 
-def ticks(top: float, *, integer: bool = False, most: int = 8) -> list[float]:
+def ticks(top: float, *, integer: bool = False) -> list[float]:
     """Round ticks from 0 to at most ``top``: the smallest step of 1, 2, 2.5 or 5 times a power
-    of ten that gives at most ``most`` intervals (whole numbers only with ``integer``)."""
+    of ten that gives at most :data:`_MOST` intervals (whole numbers only with ``integer``)."""
     if top <= 0:
         return [0.0]
-    power = 10.0 ** math.floor(math.log10(top / most))
+    power = 10.0 ** math.floor(math.log10(top / _MOST))
     for base in (1, 2, 2.5, 5, 10, 20):
         step = base * power
         if integer and (step < 1 or step != int(step)):
             continue
-        if top / step <= most:
+        if top / step <= _MOST:
             break
     count = math.floor(top / step + 1e-9)
     return [round(i * step, 10) for i in range(count + 1)]
-
-
-def _label(value: float) -> str:
-    return f"{value:g}"
 
 
 @dataclass(frozen=True)
@@ -141,8 +138,8 @@ def vertical(
     for v in ticks(top, integer=integer):
         y = base - v / top * f.height
         out.append(f'<path d="M{_n(f.left - _TICK)} {_n(y)}H{_n(f.left)}" stroke="{_INK}"/>')
-        out.append(_text(f.left - _TICK - 3, y + 4, _label(v), anchor="end", size=SMALL))
-    marks = categories or [(v, _label(v)) for v in ticks(span[1]) if v >= span[0]]
+        out.append(_text(f.left - _TICK - 3, y + 4, f"{v:g}", anchor="end", size=SMALL))
+    marks = categories or [(v, f"{v:g}") for v in ticks(span[1]) if v >= span[0]]
     for pos, name in marks:
         x = f.left + f.along(pos) * f.width
         out.append(f'<path d="M{_n(x)} {_n(base)}V{_n(base + _TICK)}" stroke="{_INK}"/>')
@@ -186,7 +183,7 @@ def horizontal(
     for v in ticks(top):
         x = f.left + v / top * f.width
         out.append(f'<path d="M{_n(x)} {_n(base)}V{_n(base + _TICK)}" stroke="{_INK}"/>')
-        out.append(_text(x, base + _TICK + 13, _label(v), size=SMALL))
+        out.append(_text(x, base + _TICK + 13, f"{v:g}", size=SMALL))
     for i, name in enumerate(names):
         y = f.top + f.along(i) * f.height
         out.append(f'<path d="M{_n(f.left - _TICK)} {_n(y)}H{_n(f.left)}" stroke="{_INK}"/>')

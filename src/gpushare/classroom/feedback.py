@@ -7,8 +7,7 @@ visibility policy) was applied when that file was written: a withheld failure ca
 so every page and line of a class grade follows it.
 
 A results.json written before it held the data (an older ``--previous`` folder, a shard of an
-older gpushare) is grouped as it always was, by its prose: the problem line, else the "Found"
-line, in any language's labels.
+older gpushare) is grouped as it always was, by its prose (:func:`prose_reason`).
 """
 
 from __future__ import annotations
@@ -39,14 +38,10 @@ def reason(cell: Cell, lang: str | None = None) -> str:
         return messages.render_value(T("follows_check", check=cell.follows, title=title), lang)
     for label, value in (("", failure.problem), ("found", failure.found)):
         if isinstance(value, T):
-            said = messages.render_value(_masked(value), lang)
+            # the problem, not one learner's instance: every placeholder "…"
+            said = messages.render_value(T(value.key, **dict.fromkeys(value.params, _ANY)), lang)
             return _short(messages.labelled(label, said, lang) if label else said)
     return prose_reason(cell)
-
-
-def _masked(value: T) -> T:
-    """``value``'s key with every placeholder "…": the problem, not one learner's instance."""
-    return T(value.key, **dict.fromkeys(value.params, _ANY))
 
 
 def prose_reason(cell: Cell) -> str:

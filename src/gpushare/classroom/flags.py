@@ -99,53 +99,51 @@ def parse_time(text: str) -> dt.datetime | None:
     return when if when.tzinfo else when.replace(tzinfo=dt.UTC)
 
 
-def shipped_snapshots(root: Path | None = None) -> dict[str, JsonObject]:
-    """Each snapshot this project ships (relative name) -> what its data and manifest say
+def _shipped() -> list[tuple[Path, str]]:
+    """Each snapshot this project ships and its name, relative to the folder that holds the
+    graders: the checkout, or /opt/gpushare in the grading image."""
+    base = locations.graders_dir().parent
+    return [(p, p.relative_to(base).as_posix()) for pat in _SHIPPED for p in sorted(base.glob(pat))]
+
+
+def shipped_snapshots() -> dict[str, JsonObject]:
+    """Each snapshot this project ships (:func:`_shipped`) -> what its data and manifest say
     of where it came from (:func:`gpushare.classroom.inputs.fingerprint`, and the manifest's
     ``cluster_uid``)."""
-    # the folder that holds the graders: the checkout, or /opt/gpushare in the grading image
-    base = root or locations.graders_dir().parent
     found: dict[str, JsonObject] = {}
-    for pattern in _SHIPPED:
-        for path in sorted(base.glob(pattern)):
-            cluster = peek(path).get("cluster")
-            uid = cluster.get("uid") if isinstance(cluster, dict) else None
-            data = fingerprint(path)
-            if isinstance(uid, str) and uid:
-                data["cluster_uid"] = uid
-            if data:
-                found[path.relative_to(base).as_posix()] = data
+    for path, name in _shipped():
+        cluster = peek(path).get("cluster")
+        uid = cluster.get("uid") if isinstance(cluster, dict) else None
+        data = fingerprint(path)
+        if isinstance(uid, str) and uid:
+            data["cluster_uid"] = uid
+        if data:
+            found[name] = data
     return found
 
 
-def shipped_name(path: Path, root: Path | None = None) -> str:
+def shipped_name(path: Path) -> str:
     """The shipped snapshot ``path`` is (the very file, by its place), or ""."""
-    base = root or locations.graders_dir().parent
     try:
-        return _shipped_files(base).get(path.resolve(), "")
+        return _shipped_files().get(path.resolve(), "")
     except OSError:
         return ""
 
 
 @functools.cache
-def _shipped_files(base: Path) -> dict[Path, str]:
-    return {
-        path.resolve(): path.relative_to(base).as_posix()
-        for pattern in _SHIPPED
-        for path in base.glob(pattern)
-    }
+def _shipped_files() -> dict[Path, str]:
+    return {path.resolve(): name for path, name in _shipped()}
 
 
 def mark(
     rows: Iterable[Row],
     *,
     deadline: dt.datetime | None = None,
-    now: dt.datetime | None = None,
     shipped: dict[str, JsonObject] | None = None,
 ) -> None:
     """Set ``row.flags`` (key -> detail, in :data:`KEYS` order) of every row."""
     rows = list(rows)
-    now = now or dt.datetime.now(dt.UTC)
+    now = dt.datetime.now(dt.UTC)
     shipped = dict(shipped if shipped is not None else shipped_snapshots())
     for row in rows:  # a shipped file graded as itself is a learner of this class, not a source
         shipped.pop(str(row.submission.get("shipped") or ""), None)

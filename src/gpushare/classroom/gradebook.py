@@ -27,7 +27,7 @@ from gpushare.data import JsonObject
 from gpushare.feedback import Failure, T, grader_side
 from gpushare.grading import runner
 from gpushare.locations import graders_dir
-from gpushare.reports import clean, junit, messages
+from gpushare.reports import clean, messages
 from gpushare.reports.policy import Policy
 from gpushare.reports.results import CheckResult, Report, number_key
 
@@ -161,15 +161,12 @@ def row_from_results(folder: str, results: JsonObject) -> Row:
             failure=Failure.from_data(data),
             follows=follows if isinstance(follows, str) else "",
         )
-    complete = extra.get("complete", True) is not False
-    if not complete:
+    status = "passed" if all(c.passed for c in cells.values()) else "failed"
+    if extra.get("complete", True) is False:
         status = "error"
-    elif all(c.passed for c in cells.values()):
-        status = "passed"
-    else:
-        status = "failed"
     score = results.get("score")
-    submission = _submission(extra)
+    held = extra.get("submission")  # whose, from where, as the class run recorded it (inputs)
+    submission = dict(held) if isinstance(held, dict) else {}
     return Row(
         # a file that only its manifest gives to a learner whom another file is given to:
         # its own name, so no gradebook import takes it for that learner's grade
@@ -196,12 +193,6 @@ def _detail(extra: JsonObject) -> object:
     holds none (an options or grade error says one English line; an older gpushare wrote none)."""
     data = extra.get("could_not_grade_detail")
     return messages.from_data(data) if isinstance(data, dict) else None
-
-
-def _submission(extra: JsonObject) -> JsonObject:
-    """What the class run recorded of a submission (inputs.Submission.record), or {}."""
-    sub = extra.get("submission")
-    return dict(sub) if isinstance(sub, dict) else {}
 
 
 def write_results(folder: Path, data: JsonObject, record: dict[str, object]) -> JsonObject:
@@ -240,14 +231,8 @@ def error_results(
     ``why`` sorts ``reason`` (a bad snapshot's :attr:`SnapshotError.kind`, ``timeout``,
     ``died``); ``detail`` is ``reason`` as a translatable value, which the learner reads in
     their language (else the sort in their language and the English ``reason`` after it)."""
-    word = texts.text
-    if detail is not None:
-        said = messages.render_value(detail, lang)
-    else:
-        said = reason[:300]
-        if why:
-            said = word("why_said", lang, why=word(f"why_{why}", lang), reason=said)
-    text = word("not_graded", lang, reason=said)
+    said = texts.no_grade(detail, why, reason[:300], lang)
+    text = texts.text("not_graded", lang, reason=said)
     if grader_side(detail):  # not the learner's doing: whom to tell
         text += "\n" + messages.render_value(T("grader_side"), lang)
     cells = [
@@ -276,21 +261,6 @@ def error_results(
         could_not_grade_kind=why or None,
         could_not_grade_detail=detail,
     )
-
-
-def write_error(
-    folder: Path, report: Report, checks: list[CheckInfo], record: dict[str, object]
-) -> JsonObject:
-    """Write junit.xml and results.json (with ``record``: :func:`write_results`) of an
-    ungradable submission's :func:`error_results`; return the JSON."""
-    junit.write(
-        report,
-        folder / "junit.xml",
-        classnames={c.nodeid or c.number: c.classname or "graders" for c in checks},
-        durations={},
-        headline={c.number: c.number for c in checks},
-    )
-    return write_results(folder, report.as_json(), record)
 
 
 def load_rows(class_dir: Path, *, strict: bool = False) -> list[Row]:
@@ -339,18 +309,8 @@ def csv_text(rows: list[Row], checks: list[CheckInfo]) -> str:
     steps, numbers = columns(rows, checks)
     buf = io.StringIO()
     out = clean.csv_writer(buf, lineterminator="\n")  # learners' text: no control, no formula
-    out.writerow(
-        [
-            "learner",
-            "score",
-            "max_score",
-            "status",
-            "snapshot",
-            "flags",
-            *[f"step {s}" for s in steps],
-            *numbers,
-        ]
-    )
+    head = ["learner", "score", "max_score", "status", "snapshot", "flags"]
+    out.writerow([*head, *[f"step {s}" for s in steps], *numbers])
     for row in ordered(rows):
         by_step = row.step_scores()
         graded = row.status != "error"

@@ -77,6 +77,8 @@ MAX_BYTES = 200
 _HASH = 16  # hex digits of the hash a cut name ends with
 # Windows forbids these; % is the escape itself; ~ ends a cut name (so no uncut name can be one)
 _WINDOWS = set('\\/:*?"<>|%~')
+# controls, format, surrogates, private use, unassigned, line and paragraph separators
+_UNSEEN = ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp")
 GRADESCOPE_METADATA = "submission_metadata.yml"
 _MAX_METADATA = 16 * 1024 * 1024
 # values of the export's metadata once aliases are expanded: some 130 a submission with a long
@@ -99,13 +101,12 @@ def _escape(ch: str) -> str:
     return "".join(f"%{b:02X}" for b in ch.encode("utf-8", "surrogatepass"))
 
 
-def _needs_escape(ch: str) -> bool:
-    return ch in _WINDOWS or unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp")
-
-
 def folder_name(learner: str) -> str:
     """``learner`` as one folder name under the class folder (see the module's rules)."""
-    out = [_escape(ch) if _needs_escape(ch) else ch for ch in learner]
+    out = [
+        _escape(ch) if ch in _WINDOWS or unicodedata.category(ch) in _UNSEEN else ch
+        for ch in learner
+    ]
     if not out:
         return "%"  # no name at all (never made by :func:`decide`, which always finds one)
     if out[0] in (".", "-"):
@@ -149,28 +150,31 @@ def distinct(items: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
     for group in groups.values():
         out[group[0]] = group[0][0]
         for name, meaning in group[1:]:
-            digest = hashlib.sha256(meaning.encode("utf-8", "surrogatepass")).hexdigest()
-            size = _SUFFIX_HEX
-            while True:
-                tag = digest[:size] if size <= len(digest) else f"{digest}{size}"
-                cut = name.encode()[: MAX_BYTES - len(tag) - 1].decode("utf-8", "ignore")
-                candidate = f"{re.sub(r'%[0-9A-F]?$', '', cut)}~{tag}"
-                if fold(candidate) not in taken:
-                    break
+            digest, size = _digest(meaning), _SUFFIX_HEX
+            candidate = _tagged(name, digest[:size])
+            while fold(candidate) in taken:
                 size += 4
+                candidate = _tagged(
+                    name, digest[:size] if size <= len(digest) else f"{digest}{size}"
+                )
             taken.add(fold(candidate))
             out[(name, meaning)] = candidate
     return out
 
 
 def _cap(name: str, learner: str) -> str:
-    if len(name.encode()) <= MAX_BYTES:
-        return name
-    digest = hashlib.sha256(learner.encode("utf-8", "surrogatepass")).hexdigest()[:_HASH]
-    room = MAX_BYTES - _HASH - 1
-    cut = name.encode()[:room].decode("utf-8", "ignore")
-    cut = re.sub(r"%[0-9A-F]?$", "", cut)  # never half an escape
-    return f"{cut}~{digest}"
+    fits = len(name.encode()) <= MAX_BYTES
+    return name if fits else _tagged(name, _digest(learner)[:_HASH])
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _tagged(name: str, tag: str) -> str:
+    """``name`` cut to :data:`MAX_BYTES` with ``~`` and ``tag`` (never half an escape)."""
+    cut = name.encode()[: MAX_BYTES - len(tag) - 1].decode("utf-8", "ignore")
+    return f"{re.sub(r'%[0-9A-F]?$', '', cut)}~{tag}"
 
 
 @dataclass(frozen=True)
@@ -219,12 +223,9 @@ class Layout:
                 if meta.parent == root or not meta.is_file():
                     continue
                 self._ignored[meta.parent] = meta
-                beside = any(p.name.startswith("submission_") for p in meta.parent.iterdir())
-                hint = (
-                    f"; if it is an export's own, give {meta.parent} itself as PATH"
-                    if beside
-                    else ""
-                )
+                hint = ""
+                if any(p.name.startswith("submission_") for p in meta.parent.iterdir()):
+                    hint = f"; if it is an export's own, give {meta.parent} itself as PATH"
                 self.notes.append(
                     f"ignored {meta}: a {GRADESCOPE_METADATA} below PATH is part of a "
                     f"learner's upload, never who a file belongs to{hint}"
@@ -277,13 +278,11 @@ class Layout:
                 learner, aliases = names[top]
                 return Placed(learner, "gradescope", aliases=aliases, origin=where)
         for i, part in enumerate(rel.parts):
-            moodle = _MOODLE.match(part)
-            if moodle:
+            if moodle := _MOODLE.match(part):
                 name = moodle["name"]
                 origin = _origin(root, "/".join(rel.parts[: i + 1]))
                 return Placed(f"{name}_{moodle['id']}", "moodle", aliases=(name,), origin=origin)
-        canvas = _CANVAS.match(path.name)
-        if canvas:  # wherever it was unpacked: a folder above it is not a learner's then
+        if canvas := _CANVAS.match(path.name):  # wherever it was unpacked: no learner's folder
             late = bool(canvas["late"])
             name = canvas["name"]
             origin = _origin(root, f"canvas {canvas['user']} {canvas['sub']}")
@@ -304,7 +303,7 @@ class Layout:
 def _origin(root: Path | None, top: str) -> str:
     """Where in the layout a placement comes from: the PATH (by a short hash, so two PATHs
     with folders of one name stay two) and its top-level entry."""
-    tag = hashlib.sha256(str(root).encode("utf-8", "surrogatepass")).hexdigest()[:8] if root else ""
+    tag = _digest(str(root))[:8] if root else ""
     return f"{tag}:{top}"
 
 
@@ -347,7 +346,9 @@ def read_gradescope(meta: Path) -> dict[str, tuple[str, tuple[str, ...]]]:
             raise LayoutError(f"{meta}: over {_MAX_METADATA} bytes")
         text = meta.read_text(encoding="utf-8")
         # bounded: an anchored list of submitters aliased by every folder is counted expanded
-        docs = bounded.yaml_documents(text, _loader(), nodes=_METADATA_NODES)
+        # libyaml's safe loader where PyYAML was built with it, else the pure-Python one
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        docs = bounded.yaml_documents(text, loader, nodes=_METADATA_NODES)
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         reason = " ".join(str(exc).split())[:300]
         raise LayoutError(f"{meta}: not a Gradescope export's metadata ({reason})") from None
@@ -362,19 +363,11 @@ def read_gradescope(meta: Path) -> dict[str, tuple[str, tuple[str, ...]]]:
         ids, aliases = [], []
         for who in submitters:
             if isinstance(who, dict):
-                name = who.get(":sid") or who.get(":email") or who.get(":name")
-                if name:
-                    ids.append(str(name))
-                for key in (":sid", ":email", ":name"):
-                    if who.get(key):
-                        aliases.append(str(who[key]))
+                given = [str(who[key]) for key in (":sid", ":email", ":name") if who.get(key)]
+                ids += given[:1]  # the SID, else the e-mail address, else the name
+                aliases += given
                 if who.get(":email"):
                     aliases.append(str(who[":email"]).split("@")[0])
         if ids:
             out[str(folder)] = ("+".join(sorted(ids)), tuple(aliases))
     return out
-
-
-def _loader() -> type[yaml.SafeLoader]:
-    """libyaml's safe loader where PyYAML was built with it, else the pure-Python one."""
-    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)

@@ -65,7 +65,6 @@ class Submission:
     late: bool = False  # the LMS's download marked it late
     mismatch: bool = False  # the manifest names another learner than the layout
     apart: bool = False  # one of several files that name one learner: each its own row
-    root: Path | None = None  # the PATH it was found under
     origin: str = ""  # where in the layout its placement comes from (identity.Placed.origin)
     stray: str = ""  # a learner-placed submission_metadata.yml above it (ignored), or ""
     data: JsonObject = field(default_factory=dict)  # what its data says (fingerprint)
@@ -172,7 +171,6 @@ def describe(path: Path, root: Path | None = None, layout: Layout | None = None)
         cluster_uid=uid[:200],
         late=bool(placed and placed.late),
         mismatch=bool(placed and claimed and not placed.names(claimed)),
-        root=root,
         origin=placed.origin if placed else "",
         stray=layout.stray_of(path, root),
         data=fingerprint(path),
@@ -300,8 +298,9 @@ def select(submissions: list[Submission], every: bool = False) -> list[Submissio
     own (``<learner>/<snapshot>``), never one replacing another. Neither are files the layout
     gives one learner from two places (two folders, two submissions of an export, a roster
     entry for each): the capture time, which the learner writes, never decides between them;
-    each is a row apart, and flagged (``same_learner``). Folder names are then made distinct
-    under :func:`identity.fold`."""
+    each is a row apart, and flagged (``same_learner``). Nor does a file only its manifest
+    calls someone's take the row of a learner the layout names: it is a row apart too. Folder
+    names are then made distinct under :func:`identity.fold`."""
     kept: dict[tuple[str, bool, str], Submission] = {}
     for sub in submissions:  # in path order: of two copies of one file, the first is kept
         if every:
@@ -314,9 +313,6 @@ def select(submissions: list[Submission], every: bool = False) -> list[Submissio
     learner_of = {key: sub.folder(False) for key, sub in kept.items()}
     groups = Counter(learner_of.values())
     places = Counter(learner_of[k] for k, sub in kept.items() if sub.trusted)
-    # a file only its manifest calls someone's never takes the row of a learner the layout
-    # names, nor of another cluster's file that names the same learner: it gets a row apart;
-    # so does each of the files the layout gives one learner from two places
     chosen = []
     for key, sub in kept.items():
         folder = learner_of[key]

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from gpushare.classroom import batch, gradebook
 from gpushare.classroom.inputs import InputError, seed_for
+from gpushare.data import JsonObject
 
 
 def merge(
@@ -29,7 +30,7 @@ def merge(
 ) -> batch.ClassRun:
     """Merge; InputError when a shard is missing or two shards graded the same submission."""
     started = time.monotonic()
-    before = batch._previous(previous)
+    before = batch.previous_rows(previous)
     rows: list[gradebook.Row] = []
     seen: dict[str, Path] = {}
     for shard in shards:
@@ -52,34 +53,35 @@ def merge(
         langs = sorted({r.lang for r in rows if r.lang})
         lang = langs[0] if len(langs) == 1 else fallback_lang
     lang = batch.offered(lang)
-    seed = _class_seed(shards, rows, seed)  # before anything is written
-    deadline = _class_deadline(shards)
+    recorded = {shard: batch.read_class_file(shard) for shard in shards}
+    seed = _class_seed(recorded, rows, seed)  # before anything is written
+    deadline = _class_deadline(recorded)
     out.mkdir(parents=True, exist_ok=True)
     for folder, shard in sorted(seen.items()):
         src, dst = shard / folder, out / folder
         if src.resolve() != dst.resolve():
             shutil.copytree(src, dst, dirs_exist_ok=True)
     checks = gradebook.catalog()
+    due = batch.parse_deadline(deadline)
     run = batch.finish(
         out,
         gradebook.ordered(rows),
         checks,
         lang,
         seed,
-        previous=previous,
         before=before,
         started=started,
-        deadline=batch._deadline(deadline),
+        deadline=due,
     )
     extra = {"deadline": deadline} if deadline else {}
     batch.write_class_file(out, seed=seed, lang=lang, merged=[str(s) for s in shards], **extra)
     return run
 
 
-def _class_deadline(shards: list[Path]) -> str | None:
+def _class_deadline(recorded: dict[Path, JsonObject]) -> str | None:
     """The ``--deadline`` the shards were graded with (their ``class.json``); shards that
     disagree are refused: their rows would be flagged by two rules."""
-    found = {str(batch.read_class_file(shard).get("deadline") or "") for shard in shards}
+    found = {str(meta.get("deadline") or "") for meta in recorded.values()}
     if len(found) > 1:
         which = ", ".join(sorted(repr(d) if d else "none" for d in found))
         raise InputError(f"the shards were graded with different --deadline values ({which})")
@@ -87,20 +89,18 @@ def _class_deadline(shards: list[Path]) -> str | None:
     return deadline or None
 
 
-def _class_seed(shards: list[Path], rows: list[gradebook.Row], given: int | None) -> int:
+def _class_seed(
+    recorded: dict[Path, JsonObject], rows: list[gradebook.Row], given: int | None
+) -> int:
     """The ``--seed`` the shards were graded with, as their ``class.json`` record it.
 
     Shards graded with different seeds judged different unseen cases: refused, as is a
     ``--seed`` that is not theirs, and a learner whose own seed does not derive from it.
     """
-    recorded = {
-        str(shard): meta["seed"]
-        for shard in shards
-        if isinstance((meta := batch.read_class_file(shard)).get("seed"), int)
-    }
-    seeds = sorted(set(recorded.values()))
+    by_shard = {str(s): m["seed"] for s, m in recorded.items() if isinstance(m.get("seed"), int)}
+    seeds = sorted(set(by_shard.values()))
     if len(seeds) > 1:
-        which = ", ".join(f"{name}: {seed}" for name, seed in sorted(recorded.items()))
+        which = ", ".join(f"{name}: {seed}" for name, seed in sorted(by_shard.items()))
         raise InputError(
             f"the shards were graded with different --seed values ({which}): their unseen "
             "cases differ; grade them again with one --seed"

@@ -109,16 +109,62 @@ def run(
     """
     pending = deque(enumerate(tasks))
     workers: list[_Worker[Task, Result]] = []
+
+    def staff() -> None:
+        """Start workers up to ``jobs`` for what waits, and give each idle one a task."""
+        idle = sum(1 for w in workers if w.task is None)
+        while idle < len(pending) and len(workers) < jobs:
+            workers.append(_Worker(work, init))
+            idle += 1
+        for w in workers:
+            if w.task is None and pending:
+                index, task = pending.popleft()
+                try:
+                    w.give(index, task, limit)
+                except OSError:  # it died idle: replace it, the task waits
+                    pending.appendleft((index, task))
+                    w.end()
+                    workers.remove(w)
+                    return
+
+    def settle(busy: list[tuple[_Worker[Task, Result], int]], ready: Sequence[object]) -> None:
+        """Each busy worker that answered, died or ran past its deadline: its task's end said."""
+        now = time.monotonic()
+        for w, index in busy:
+            seconds = now - w.started
+            if w.conn in ready or w.conn.poll():
+                try:
+                    got, result, retire = w.conn.recv()
+                except (EOFError, OSError):
+                    got = None
+                if got == index:
+                    w.task = None
+                    if retire:  # it leaves after this task: reap it, a fresh one follows
+                        w.proc.join(5)
+                        w.end()
+                        workers.remove(w)
+                    on_result(index, result, seconds)
+                    continue
+            if w.proc.sentinel in ready or not w.proc.is_alive():
+                w.end()
+                workers.remove(w)
+                on_failure(index, DIED, _death(w.proc.exitcode), seconds)
+            elif now >= w.deadline:
+                w.end()
+                workers.remove(w)
+                why = f"the grade ran past the hard limit of {limit:g} s"
+                on_failure(index, HUNG, why, seconds)
+
     try:
         while pending or any(w.task for w in workers):
-            _staff(workers, pending, jobs, limit, work, init)
+            staff()
             busy = [(w, w.task[0]) for w in workers if w.task is not None]
             if not busy:
                 continue
             now = time.monotonic()
             timeout = max(0.0, min(w.deadline for w, _ in busy) - now)
             ready = wait([w.conn for w, _ in busy] + [w.proc.sentinel for w, _ in busy], timeout)
-            _settle(workers, busy, ready, limit, on_result, on_failure)
+            settle(busy, ready)
             for w in [w for w in workers if w.task is None and not w.proc.is_alive()]:
                 w.end()  # died idle
                 workers.remove(w)
@@ -128,67 +174,6 @@ def run(
                 w.stop()
             else:
                 w.end()
-
-
-def _staff(
-    workers: list[_Worker[Task, Result]],
-    pending: deque[tuple[int, Task]],
-    jobs: int,
-    limit: float,
-    work: Callable[[Task], tuple[Result, bool]],
-    init: Callable[[], None] | None,
-) -> None:
-    """Start workers up to ``jobs`` for what waits, and give each idle one a task."""
-    idle = sum(1 for w in workers if w.task is None)
-    while idle < len(pending) and len(workers) < jobs:
-        workers.append(_Worker(work, init))
-        idle += 1
-    for w in workers:
-        if w.task is None and pending:
-            index, task = pending.popleft()
-            try:
-                w.give(index, task, limit)
-            except OSError:  # it died idle: replace it, the task waits
-                pending.appendleft((index, task))
-                w.end()
-                workers.remove(w)
-                return
-
-
-def _settle(
-    workers: list[_Worker[Task, Result]],
-    busy: list[tuple[_Worker[Task, Result], int]],
-    ready: Sequence[object],
-    limit: float,
-    on_result: Callable[[int, Result, float], None],
-    on_failure: Callable[[int, str, str, float], None],
-) -> None:
-    """Each busy worker that answered, died or ran past its deadline: its task's end said."""
-    now = time.monotonic()
-    for w, index in busy:
-        seconds = now - w.started
-        if w.conn in ready or w.conn.poll():
-            try:
-                got, result, retire = w.conn.recv()
-            except (EOFError, OSError):
-                got = None
-            if got == index:
-                w.task = None
-                if retire:  # it leaves after this task: reap it, a fresh one follows
-                    w.proc.join(5)
-                    w.end()
-                    workers.remove(w)
-                on_result(index, result, seconds)
-                continue
-        if w.proc.sentinel in ready or not w.proc.is_alive():
-            w.end()
-            workers.remove(w)
-            on_failure(index, DIED, _death(w.proc.exitcode), seconds)
-        elif now >= w.deadline:
-            w.end()
-            workers.remove(w)
-            why = f"the grade ran past the hard limit of {limit:g} s"
-            on_failure(index, HUNG, why, seconds)
 
 
 def _death(code: int | None) -> str:

@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import TextIO
 
 from gpushare.reports.clean import line
 
 
 class Progress:
-    def __init__(self, total: int, stream: TextIO | None = None, tty: bool | None = None) -> None:
+    def __init__(self, total: int) -> None:
         self.total, self.done = total, 0
-        self.stream = stream or sys.stderr
-        self.tty = self.stream.isatty() if tty is None else tty
+        self.stream = sys.stderr
+        self.tty = self.stream.isatty()
         self.started = time.monotonic()
         self.last_draw = 0.0
 
@@ -42,13 +41,8 @@ class Progress:
         bar = "#" * filled + "-" * (width - filled)
         self.stream.write(
             f"\r\x1b[K[{bar}] {self.done}/{self.total} {rate:.1f}/s "
-            f"ETA {_clock(eta)}  {learner[:24]}"
+            f"ETA {round(eta) // 60}:{round(eta) % 60:02d}  {learner[:24]}"
         )
         if self.done >= self.total:
             self.stream.write("\n")
         self.stream.flush()
-
-
-def _clock(seconds: float) -> str:
-    whole = round(seconds)
-    return f"{whole // 60}:{whole % 60:02d}"

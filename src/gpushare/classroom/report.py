@@ -19,7 +19,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from gpushare import __version__
-from gpushare.classroom import charts, feedback, flags
+from gpushare.classroom import charts, feedback, flags, texts
 from gpushare.classroom.diff import Diff
 from gpushare.classroom.gradebook import CheckInfo, Row, columns, write_text
 from gpushare.classroom.texts import text
@@ -40,8 +40,7 @@ def write(
     seed: int,
     diff: Diff | None = None,
 ) -> Path:
-    page = render(rows, checks, lang, seed=seed, diff=diff)
-    return write_text(path, page)
+    return write_text(path, render(rows, checks, lang, seed=seed, diff=diff))
 
 
 def render(
@@ -61,11 +60,8 @@ def render(
     ]
     if diff is not None:
         parts.append(_diff(t, diff))
-    parts.append(f"<h2>{_e(t('histogram'))}</h2>")
     parts.append(_histogram(t, graded))
-    parts.append(f"<h2>{_e(t('step_rates'))}</h2>")
     parts.append(_step_rates(t, graded, steps))
-    parts.append(f"<h2>{_e(t('check_rates'))}</h2>")
     parts.append(_check_rates(t, graded, numbers))
     parts.append(_failures(t, graded, numbers, lang))
     if errors:
@@ -139,6 +135,12 @@ def _isolation(t: _Words, graded: list[Row]) -> str:
     return out
 
 
+def stats(scores: list[int]) -> dict[str, object]:
+    """The scores' mean, median, lowest and highest, as the report and the summary write them."""
+    mean, median = f"{statistics.fmean(scores):.1f}", f"{statistics.median(scores):g}"
+    return {"mean": mean, "median": median, "low": min(scores), "high": max(scores)}
+
+
 def _summary(t: _Words, rows: list[Row], graded: list[Row], errors: list[Row]) -> str:
     scores = [r.score for r in graded if r.score is not None]
     cards: list[tuple[str, object]] = [
@@ -147,11 +149,12 @@ def _summary(t: _Words, rows: list[Row], graded: list[Row], errors: list[Row]) -
         (t("errors"), len(errors)),
     ]
     if scores:
+        said = stats(scores)
         cards += [
-            (t("mean"), f"{statistics.fmean(scores):.1f}"),
-            (t("median"), f"{statistics.median(scores):g}"),
-            (t("lowest"), min(scores)),
-            (t("highest"), max(scores)),
+            (t("mean"), said["mean"]),
+            (t("median"), said["median"]),
+            (t("lowest"), said["low"]),
+            (t("highest"), said["high"]),
             (t("all_passed"), sum(1 for r in graded if r.status == "passed")),
         ]
     inner = "".join(f'<div class="card">{_e(label)}<b>{_e(v)}</b></div>' for label, v in cards)
@@ -161,8 +164,9 @@ def _summary(t: _Words, rows: list[Row], graded: list[Row], errors: list[Row]) -
 # --------------------------------------------------------------------------- plots
 
 
-def _figure(svg: str) -> str:
-    return f"<figure>{svg}</figure>"
+def _figure(t: _Words, heading: str, svg: str) -> str:
+    """A chart under its heading."""
+    return f"<h2>{_e(t(heading))}</h2>\n<figure>{svg}</figure>"
 
 
 def _histogram(t: _Words, graded: list[Row]) -> str:
@@ -194,7 +198,15 @@ def _histogram(t: _Words, graded: list[Row]) -> str:
         integer=True,
         edge="#ffffff",
     )
-    return _figure(svg)
+    return _figure(t, "histogram", svg)
+
+
+def _rate_bars(rates: list[float]) -> list[charts.Bar]:
+    """A bar per pass rate, at 0, 1, ..., green from 80 %, amber from 50 %, its percentage on it."""
+    return [
+        charts.Bar(i - 0.4, i + 0.4, r * 100, _rate_color(r), f"{r:.0%}")
+        for i, r in enumerate(rates)
+    ]
 
 
 def _rate_color(rate: float) -> str:
@@ -207,12 +219,8 @@ def _step_rates(t: _Words, graded: list[Row], steps: list[int]) -> str:
         judged = [r for r in graded if any(c.step == step for c in r.cells.values())]
         ok = sum(1 for r in judged if all(c.passed for c in r.cells.values() if c.step == step))
         rates.append(ok / len(judged) if judged else 0.0)
-    bars = [
-        charts.Bar(i - 0.4, i + 0.4, r * 100, _rate_color(r), f"{r:.0%}")
-        for i, r in enumerate(rates)
-    ]
     svg = charts.vertical(
-        bars,
+        _rate_bars(rates),
         span=(-0.6, len(steps) - 0.4),
         top=110,
         xlabel="",
@@ -221,7 +229,7 @@ def _step_rates(t: _Words, graded: list[Row], steps: list[int]) -> str:
         height=216,
         categories=[(i, t("step", n=s)) for i, s in enumerate(steps)],
     )
-    return _figure(svg)
+    return _figure(t, "step_rates", svg)
 
 
 def check_rates(graded: list[Row], numbers: list[str]) -> dict[str, tuple[int, int]]:
@@ -234,14 +242,10 @@ def check_rates(graded: list[Row], numbers: list[str]) -> dict[str, tuple[int, i
 
 
 def _check_rates(t: _Words, graded: list[Row], numbers: list[str]) -> str:
-    counts = check_rates(graded, numbers)
-    rates = [(p / j if j else 0.0) for p, j in counts.values()]
-    bars = [
-        charts.Bar(i - 0.4, i + 0.4, r * 100, _rate_color(r), f"{r:.0%}")
-        for i, r in enumerate(rates)
-    ]
-    svg = charts.horizontal(bars, numbers, top=110, xlabel=f"{t('pass_rate')} (%)", lang=t.lang)
-    return _figure(svg)
+    rates = [(p / j if j else 0.0) for p, j in check_rates(graded, numbers).values()]
+    xlabel = f"{t('pass_rate')} (%)"
+    svg = charts.horizontal(_rate_bars(rates), numbers, top=110, xlabel=xlabel, lang=t.lang)
+    return _figure(t, "check_rates", svg)
 
 
 # --------------------------------------------------------------------------- tables
@@ -384,11 +388,7 @@ def reason_said(row: Row, lang: str) -> str:
     """Why an error row has no grade, in ``lang``: the reason the row kept as a translatable
     value; for a row without one (:func:`gradebook._detail`), its sort in ``lang`` and then the
     technical reason (English), without the snapshot's long path."""
-    if row.detail is not None:
-        return _short(messages.render_value(row.detail, lang))
-    if row.why:
-        return text("why_said", lang, why=text(f"why_{row.why}", lang), reason=_short(row.reason))
-    return _short(row.reason)
+    return _short(texts.no_grade(row.detail, row.why, row.reason, lang))
 
 
 def _short(reason: str) -> str:

@@ -18,6 +18,15 @@ def text(key: str, lang: str, **params: object) -> str:
     return template.format(**params) if params else template
 
 
+def no_grade(detail: object, why: str, reason: str, lang: str) -> str:
+    """Why a submission has no grade, in ``lang``: ``detail`` (the reason as a translatable
+    value) said; without one, the sort ``why`` said and then ``reason``, the technical reason
+    (English)."""
+    if detail is not None:
+        return messages.render_value(detail, lang)
+    return text("why_said", lang, why=text(f"why_{why}", lang), reason=reason) if why else reason
+
+
 def has(key: str) -> bool:
     """Whether ``key`` is one of the instructor's words."""
     return key in _words()

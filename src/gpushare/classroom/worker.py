@@ -26,6 +26,7 @@ from gpushare.feedback import T
 from gpushare.grading import guard
 from gpushare.grading.errors import GradeError
 from gpushare.grading.grade import OptionError, Options, grade
+from gpushare.reports import junit
 from gpushare.reports.policy import Policy
 from gpushare.sandbox import levels
 from gpushare.submissions.snapshot import SnapshotError
@@ -90,10 +91,8 @@ def grade_one(task: Task) -> tuple[Graded, bool]:
     except (OptionError, GradeError) as exc:
         results = write_error(task, str(exc), "cluster")
     except Exception as exc:  # a bug of ours: this submission's row says so, the class goes on
-        if guard.out_of_memory(exc):
-            error = guard.memory_message()
-        else:
-            error = f"{type(exc).__name__}: {exc}"
+        oom = guard.out_of_memory(exc)
+        error = guard.memory_message() if oom else f"{type(exc).__name__}: {exc}"
         results = write_error(task, error, "grader", detail=T("grade_crashed", error=error[:300]))
         retire = True
     c1 = os.times()
@@ -109,8 +108,9 @@ def grade_one(task: Task) -> tuple[Graded, bool]:
 def write_error(
     task: Task, reason: str, kind: str, why: str = "", detail: T | None = None
 ) -> JsonObject:
-    """The error row of ``task`` (:func:`gradebook.error_results`), written as a grade's is:
-    from this worker, or from the parent for a worker that died or hung."""
+    """The error row of ``task`` (:func:`gradebook.error_results`): its junit.xml and
+    results.json written as a grade's are, from this worker, or from the parent for a worker
+    that died or hung."""
     checks = list(task.checks)
     report = gradebook.error_results(
         task.snapshot,
@@ -123,7 +123,14 @@ def write_error(
         detail=detail,
     )
     try:
-        return gradebook.write_error(task.folder, report, checks, task.record)
+        junit.write(
+            report,
+            task.folder / "junit.xml",
+            classnames={c.nodeid or c.number: c.classname or "graders" for c in checks},
+            durations={},
+            headline={c.number: c.number for c in checks},
+        )
+        return gradebook.write_results(task.folder, report.as_json(), task.record)
     except OSError as exc:  # its folder cannot be written: the row is still an error row
         data = report.as_json()
         extra = data["extra_data"]
