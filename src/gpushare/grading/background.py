@@ -1,17 +1,15 @@
 """Work a step needs started before its checks run, declared by the step, never named here.
 
-A step module may declare ``BACKGROUND = {"name": start}``: a check that takes a parameter
-``name`` gets what ``start(context)`` returned, under ``gpushare grade`` and ``pytest`` alike.
-The engine starts each declared piece once per grade, before the cluster read, with the
-learner's work dir, the fixtures, the seed and the sandbox it chose for learners' code; what
-``start`` returns must have ``close()``, called when the grade ends whatever happened. (A lab
-runs a learner's script on sample and unseen cases this way, in the sandbox it is given.)
+A step module may declare ``BACKGROUND = {"name": start}``: a check with a parameter ``name``
+gets what ``start(context)`` returned, under ``gpushare grade`` and ``pytest`` alike. Each piece
+starts once per grade, before the cluster read, in the sandbox chosen for learners' code (a lab
+runs a learner's script on its cases this way); what it returns must have ``close()``, called
+when the grade ends, whatever happened.
 
-Such work is most of a grade's time, so ``gpushare grade`` starts it before anything heavy is
-imported: the step modules that declare it are found without running the others
-(:func:`declares`), imported first, and their work started (:func:`start_all`, which also
-makes the one choice of the sandbox for learners' code) while the rest is imported and read.
-So this module imports only what starting the work needs (the sandbox's levels).
+It is most of a grade's time, so ``gpushare grade`` starts it before anything heavy is imported:
+the step files that declare it are found unrun (:func:`declares`), imported first, and their
+work started (:func:`start_all`) while the rest is imported. So this module imports only the
+sandbox's levels.
 """
 
 from __future__ import annotations
@@ -113,9 +111,9 @@ def start_all(
     strangers: bool,
     unsafe_no_sandbox: bool,
 ) -> Started:
-    """Start every piece of ``wanted``, in the sandbox chosen here, the one place that chooses
-    it (:func:`gpushare.sandbox.levels.choose`: ``strangers`` for a snapshot's work);
-    BackgroundError when none can be had. Nothing wanted: nothing chosen, nothing started."""
+    """Start every piece of ``wanted`` in the sandbox chosen here, the one place that chooses
+    it (``levels.choose``; ``strangers``: a snapshot's work); BackgroundError when none can be
+    had. Nothing wanted: nothing chosen, nothing started."""
     started = Started()
     if not wanted:
         return started

@@ -1,10 +1,9 @@
-"""One read of the learner's cluster, fetched concurrently, shared by every check.
+"""One read of the learner's cluster, fetched in the background, shared by every check.
 
 Checks never call the API themselves: what the steps declare they read (``READS``,
-``HINT_READS``) and the server-side dry-runs they declare (``dry_runs``) are fetched once, in
-the background, at the start of the session, while the grader does everything else; and every
-check judges the same moment of the cluster. Grading is read-only: only
-GETs here, and dry-runs (``?dryRun=All``: nothing is created). What cannot be read is
+``HINT_READS``) and the server-side dry-runs they declare (``dry_runs``) are fetched once, at
+the start of the session, so every check judges the same moment of the cluster. Grading is
+read-only: GETs, and dry-runs (``?dryRun=All``: nothing is created). What cannot be read is
 :class:`ClusterUnreadable`: the grade is void, not failed.
 """
 
@@ -247,13 +246,11 @@ def _rbac_denial(exc: ApiError) -> bool:
 
 
 class LabState:
-    """One read of the lab, shared by every check; grading only reads (plus dry-runs).
+    """The cluster read: its queries and dry-runs one after another in one background thread.
 
-    The queries, and the server-side dry-runs the graders declared, run one after another in
-    a single background thread, on one keep-alive connection, while the grader does
-    everything else; a check waits only for the query it reads. Measured on the lab's two
-    cores, firing them all at once in parallel threads was no faster (every thread pays a TLS
-    handshake, and the apiserver shares the same cores) and cost twice the CPU.
+    One thread, one keep-alive connection; a check waits only for the query it reads. Measured
+    on the lab's two cores, parallel threads were no faster (each pays a TLS handshake, and the
+    apiserver shares the cores) and cost twice the CPU.
     """
 
     # The engine's own read: the kube-system namespace's uid names the cluster graded.
@@ -282,8 +279,7 @@ class LabState:
         self._ready = {key: threading.Event() for key in self._paths}
         self._thread: threading.Thread | None = None
         self._offline = False  # answers recorded in a snapshot: nothing is ever asked
-        # the keys the checks asked for (get), which is what `gpushare watch` grades a step
-        # again on: a change to anything else cannot change its verdict
+        # the keys the checks read: `gpushare watch` grades a step again when one changes
         self.touched: set[str] = set()
 
     def start(self) -> LabState:
@@ -315,14 +311,12 @@ class LabState:
         return self.client
 
     def _answer(self, key: str) -> Fetched:
+        """A dry-run's verdict, or a GET: 404 is an answer (absence), any other error means we
+        could not read."""
         if key in self._dry_runs:
             return self._dry_run(*self._dry_runs[key])
-        return self._fetch(self._paths[key])
-
-    def _fetch(self, path: str) -> Fetched:
-        """A GET: 404 is an answer (absence); any other error means we could not read."""
         try:
-            return Fetched(self._live().get_or_none(path))
+            return Fetched(self._live().get_or_none(self._paths[key]))
         except (ApiError, Unreachable) as exc:
             return Fetched(None, str(exc))
         except Exception as exc:  # a grader bug must fail the checks, not hang them
@@ -401,10 +395,9 @@ class LabState:
             else:
                 value = answer.get("value")
             state._fetched[key] = Fetched(value, answer.get("unreadable"))
-        for key in state._ready:
-            if key not in state._fetched:
-                state._fetched[key] = Fetched(None, "not in the snapshot (an older format?)")
-            state._ready[key].set()
+        for key, ready in state._ready.items():
+            state._fetched.setdefault(key, Fetched(None, "not in the snapshot (an older format?)"))
+            ready.set()
         state._offline = True
         return state
 
@@ -432,8 +425,7 @@ class LabState:
 
     def describe(self, key: str) -> str:
         if key in self._dry_runs:
-            ns, body = self._dry_runs[key]
-            return f"the dry-run of {_kind(body)} {ns}/{_name(body)} (POST ?dryRun=All)"
+            return _dry_run_named(*self._dry_runs[key]) + " (POST ?dryRun=All)"
         return f"{key} (GET {self._paths[key]})"
 
     def close(self) -> None:
@@ -442,14 +434,16 @@ class LabState:
 
     # -- typed views ---------------------------------------------------------------
 
-    def _value(self, key: str) -> Json:
+    def read(self, key: str) -> Json:
+        """A read a grader declared in its module's ``READS`` (key -> API path): the object,
+        or None when it does not exist."""
         f = self.get(key)
         if f.unreadable:
             raise ClusterUnreadable(self.describe(key), f.unreadable)
         return f.value
 
     def _items(self, key: str) -> list[JsonObject]:
-        return list((self._value(key) or {}).get("items") or [])
+        return list((self.read(key) or {}).get("items") or [])
 
     def namespace_names(self) -> set[str]:
         return {n["metadata"]["name"] for n in self._items("namespaces")}
@@ -463,11 +457,6 @@ class LabState:
     def quotas(self, namespace: str) -> dict[str, JsonObject]:
         return {q["metadata"]["name"]: q for q in self._items(f"quotas:{namespace}")}
 
-    def read(self, key: str) -> Json:
-        """A read a grader declared in its module's ``READS`` (key -> API path): the object,
-        or None when it does not exist."""
-        return self._value(key)
-
     def dry_run_create(self, namespace: str, body: JsonObject) -> ApiError | None:
         """The apiserver's verdict on creating ``body`` now (None: admitted).
 
@@ -477,8 +466,7 @@ class LabState:
         key = dry_run_key(namespace, body)
         if key not in self._ready and self._offline:
             raise ClusterUnreadable(
-                f"the dry-run of {_kind(body)} {namespace}/{_name(body)}",
-                "the snapshot holds no answer for this request",
+                _dry_run_named(namespace, body), "the snapshot holds no answer for this request"
             )
         if key not in self._ready:
             self._dry_runs[key] = (namespace, body)
@@ -486,17 +474,14 @@ class LabState:
             self._ready[key] = threading.Event()
             self._fetched[key] = self._dry_run(namespace, body)
             self._ready[key].set()
-        verdict = self._value(key)  # a dry-run's answer: its ApiError, or None when admitted
+        verdict = self.read(key)  # a dry-run's answer: its ApiError, or None when admitted
         return verdict if isinstance(verdict, ApiError) else None
 
 
-def _kind(body: JsonObject) -> str:
-    """``pod`` for a Pod: how a dry-run's object is named in a message."""
-    return str(body.get("kind") or "object").lower()
-
-
-def _name(body: JsonObject) -> object:
-    return (body.get("metadata") or {}).get("name")
+def _dry_run_named(namespace: str, body: JsonObject) -> str:
+    """``the dry-run of pod ns/name``: how a dry-run is named in a message."""
+    kind = str(body.get("kind") or "object").lower()
+    return f"the dry-run of {kind} {namespace}/{(body.get('metadata') or {}).get('name')}"
 
 
 def dry_run_key(namespace: str, body: JsonObject) -> str:

@@ -26,11 +26,9 @@ def dig(obj: Json, *path: str | int) -> Json:
         if isinstance(p, int):
             if not isinstance(obj, list) or len(obj) <= p:
                 return None
-            obj = obj[p]
-        else:
-            if not isinstance(obj, dict) or p not in obj:
-                return None
-            obj = obj[p]
+        elif not isinstance(obj, dict) or p not in obj:
+            return None
+        obj = obj[p]
     return obj
 
 
@@ -53,9 +51,7 @@ def show_yaml(value: object, limit: int = 120) -> str:
     text: str = yaml.safe_dump(
         _plain(value), default_flow_style=True, allow_unicode=True, width=10_000
     ).strip()
-    if text.endswith("\n..."):
-        text = text[: -len("\n...")]
-    text = " ".join(text.split())
+    text = " ".join(text.removesuffix("\n...").split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

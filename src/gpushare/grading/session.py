@@ -1,18 +1,16 @@
-"""One grading run, independent of who drives it: pytest (``pytest graders/``) or
-``gpushare grade``'s own runner.
+"""One grading run, whoever drives it: pytest (``pytest graders/``) or ``gpushare grade``.
 
-Both entry points get their session from :func:`gpushare.grading.grade.open_session`, call the
-same check functions from ``graders/`` with the same inputs made here (``lab``, ``work`` and
-whatever background work the steps declare, see :mod:`gpushare.grading.background`), turn their
-outcome into feedback here, and add up the same :class:`~gpushare.reports.results.Report`; so
-they see the same checks and the same score by construction, and a test of ours compares the
-two.
+Both get their session from :func:`gpushare.grading.grade.open_session` and call the same
+checks of ``graders/`` with the inputs made here (``lab``, ``work``, the steps' background
+work); the outcomes become feedback and one :class:`~gpushare.reports.results.Report` here, so
+both see the same checks and the same score by construction (a test of ours compares them).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from dataclasses import asdict
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -80,9 +78,8 @@ class GradeSession:
         self.work = Workdir(workdir, snapshot.recorded if snapshot else None)
 
     def start_background(self, wanted: dict[str, background.Starter]) -> None:
-        """Start the background work the graded checks ask for (the steps' ``BACKGROUND``)
-        that is not going yet, in the sandbox :func:`background.start_all` chooses; GradeError
-        when it cannot be had."""
+        """Start what of ``wanted`` is not going yet (:func:`background.start_all` chooses the
+        sandbox); GradeError when it cannot be had."""
         todo = {k: v for k, v in wanted.items() if k not in self.background.works}
         if not todo:
             return
@@ -139,7 +136,7 @@ class GradeSession:
         target = resolve(self.kubeconfig, self.context, self.cluster)
         try:
             client, identity = connect(target, timeout=3.0)
-            self.identity = identity.as_dict()
+            self.identity = asdict(identity)
             self.server = client.server
             client.get("/version")
             client.timeout = 10.0
@@ -240,13 +237,11 @@ class GradeSession:
 
     # -- outcomes -------------------------------------------------------------------
 
-    def feedback(self, number: str, exc: BaseException) -> tuple[Failure, str]:
-        """(the failure as data, the kind of error) for a check that raised: said only when an
-        output is written (gpushare.reports.messages.render), in the report's language.
-
-        The kind is "" for the learner's own failure, "cluster" when the grader could not read
-        the cluster (the grade is void: exit 2, no score), "grader" for a bug of ours.
-        """
+    def feedback(self, exc: BaseException) -> tuple[Failure, str]:
+        """(the failure as data, the kind of error) for a check that raised; put in words only
+        when an output is written (``messages.render``). The kind: "" for the learner's own
+        failure, "cluster" when the cluster could not be read (void: exit 2, no score),
+        "grader" for a bug of ours."""
         whole = isinstance(exc, ApiError | Unreachable)
         if whole:  # a read outside LabState: same verdict
             exc = ClusterUnreadable("the cluster", str(exc))

@@ -11,18 +11,13 @@ requests then go through its own urllib3-based transport. The package is the opt
 from __future__ import annotations
 
 import logging
+import sys
 from pathlib import Path
 
+import yaml
+
 from gpushare.data import Json, Untyped
-from gpushare.kube.config import (
-    Entry,
-    Identity,
-    Target,
-    current_context,
-    documents,
-    interactive_plugin,
-    user_entry,
-)
+from gpushare.kube.config import Entry, Identity, Target
 from gpushare.kube.errors import KubeconfigError, Unreachable
 from gpushare.kube.verbs import Verbs, decode
 
@@ -30,17 +25,6 @@ LIVE_MISSING = (
     "a kubeconfig you name is read by the official kubernetes package, which is not installed "
     "here: pip install 'gpushare[live]' (make install does)"
 )
-
-
-class _LoaderLog(logging.Handler):
-    """Collects what the official loader logs: it logs a failed exec plugin and goes on."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
 
 
 class OfficialClient(Verbs):
@@ -59,6 +43,8 @@ class OfficialClient(Verbs):
     @classmethod
     def load(cls, target: Target, timeout: float = 10.0) -> OfficialClient:
         try:  # lazy: 0.19 s of imports, for the kubeconfigs a user names only (module docstring)
+            from logging.handlers import BufferingHandler
+
             from kubernetes import client as k8s_client
             from kubernetes import config as k8s_config
             from kubernetes.config.config_exception import ConfigException
@@ -68,16 +54,18 @@ class OfficialClient(Verbs):
         missing = [f for f in target.files if not Path(f).is_file()]
         if missing and len(missing) == len(target.files):
             raise KubeconfigError(f"kubeconfig not found: {', '.join(missing)} ({target.source})")
-        log = _LoaderLog()
+        # the loader logs a failed exec plugin and goes on: what it logs is kept, for the error
+        log = BufferingHandler(capacity=sys.maxsize)
+        log.setLevel(logging.WARNING)
         root = logging.getLogger()
         root.addHandler(log)
         try:
             contexts, _ = k8s_config.list_kube_config_contexts(target.kubeconfig)  # type: ignore[no-untyped-call]  # kubernetes has no types
-            docs = documents(target)
-            chosen = _chosen(target, contexts, current_context(target, docs))
+            docs = _documents(target)
+            chosen = _chosen(target, contexts, _current_context(target, docs))
             ctx = chosen.get("context") or {}
             user_name = str(ctx.get("user") or "")
-            user = user_entry(docs, user_name)
+            user = _user_entry(docs, user_name)
             _refuse_interactive(user_name, user)
             configuration = k8s_client.Configuration()
             k8s_config.load_kube_config(  # type: ignore[no-untyped-call]  # kubernetes has no types
@@ -95,7 +83,8 @@ class OfficialClient(Verbs):
         if user.get("exec") and not (
             configuration.api_key.get("BearerToken") or configuration.cert_file
         ):
-            why = "; ".join(log.lines) or "it gave neither a token nor a client certificate"
+            logged = "; ".join(record.getMessage() for record in log.buffer)
+            why = logged or "it gave neither a token nor a client certificate"
             raise KubeconfigError(f"the exec credential plugin of user {user_name!r} failed: {why}")
         identity = Identity(
             kubeconfig=target.kubeconfig,
@@ -183,10 +172,46 @@ def _chosen(target: Target, contexts: list[Untyped], wanted: str | None) -> Unty
 
 def _refuse_interactive(user_name: str, user: Entry) -> None:
     """A login that asks at a terminal would hang a grade: refuse it, saying what to do."""
-    interactive = interactive_plugin(user)
-    if interactive:
-        raise KubeconfigError(
-            f"user {user_name!r} logs in with {interactive!r}, which needs an interactive "
-            "login (exec interactiveMode: Always) and no terminal is attached; log in "
-            "first and pass a kubeconfig with a token, or run from a terminal"
-        )
+    exec_conf = user.get("exec") or {}
+    if exec_conf.get("interactiveMode") != "Always":
+        return
+    if sys.stdin.isatty() and sys.stdout.isatty():
+        return
+    raise KubeconfigError(
+        f"user {user_name!r} logs in with {str(exec_conf.get('command') or '?')!r}, which needs "
+        "an interactive login (exec interactiveMode: Always) and no terminal is attached; log "
+        "in first and pass a kubeconfig with a token, or run from a terminal"
+    )
+
+
+# --------------------------------------------------------------------------- a user's files
+
+
+def _documents(target: Target) -> list[Entry]:
+    """The kubeconfig files of ``target`` as mappings, in kubectl's order (unreadable: none)."""
+    docs = []
+    for f in target.files:
+        try:
+            doc = yaml.safe_load(Path(f).read_text())
+        except (OSError, yaml.YAMLError):
+            continue
+        if isinstance(doc, dict):
+            docs.append(doc)
+    return docs
+
+
+def _current_context(target: Target, docs: list[Entry]) -> str | None:
+    """``--context``, else the first file's current-context (kubectl: the first to set it wins;
+    the official Python merger lets the last one win, so we choose and pass it explicitly)."""
+    return target.context or next(
+        (d["current-context"] for d in docs if d.get("current-context")), None
+    )
+
+
+def _user_entry(docs: list[Entry], name: str) -> Entry:
+    """The merged ``users[name].user`` (first file wins, as kubectl merges)."""
+    for doc in docs:
+        for item in doc.get("users") or []:
+            if isinstance(item, dict) and item.get("name") == name:
+                return item.get("user") or {}
+    return {}

@@ -63,12 +63,7 @@ class Verbs:
 
     def get_or_none(self, path: str) -> Json:
         """GET, but a 404 is ``None`` rather than an error: absence is an answer in grading."""
-        try:
-            return self.get(path)
-        except ApiError as exc:
-            if exc.status == 404:
-                return None
-            raise
+        return self._absent_is_none("GET", path)
 
     def create(self, path: str, body: Json, *, dry_run: bool = False) -> Json:
         return self.request("POST", path, body, params={"dryRun": "All"} if dry_run else None)
@@ -79,10 +74,13 @@ class Verbs:
     def merge_patch(self, path: str, body: Json) -> Json:
         return self.request("PATCH", path, body, content_type="application/merge-patch+json")
 
-    def delete(self, path: str, *, grace: int | None = None) -> Json:
-        params = {"gracePeriodSeconds": str(grace)} if grace is not None else None
+    def delete(self, path: str) -> Json:
+        """DELETE; a 404 (already gone) is ``None``."""
+        return self._absent_is_none("DELETE", path)
+
+    def _absent_is_none(self, method: str, path: str) -> Json:
         try:
-            return self.request("DELETE", path, params=params)
+            return self.request(method, path)
         except ApiError as exc:
             if exc.status == 404:
                 return None
