@@ -1,14 +1,10 @@
 """Work a step needs started before its checks run, declared by the step, never named here.
 
 A step module may declare ``BACKGROUND = {"name": start}``: a check with a parameter ``name``
-gets what ``start(context)`` returned, under ``gpushare grade`` and ``pytest`` alike. Each piece
-starts once per grade, before the cluster read, in the sandbox chosen for learners' code (a lab
-runs a learner's script on its cases this way); what it returns must have ``close()``, called
-when the grade ends, whatever happened.
-
-It is most of a grade's time, so ``gpushare grade`` starts it before anything heavy is imported:
-the step files that declare it are found unrun (:func:`declares`), imported first, and their
-work started (:func:`start_all`) while the rest is imported. So this module imports only the
+gets what ``start(context)`` returned (a lab runs a learner's script on its cases this way),
+started once per grade in the sandbox chosen for learners' code, closed when the grade ends
+whatever happened. It is most of a grade's time, so ``gpushare grade`` starts it before anything
+heavy is imported (:func:`declares` finds the step files unrun): this module imports only the
 sandbox's levels.
 """
 

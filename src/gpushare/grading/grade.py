@@ -1,11 +1,9 @@
 """Grading as a function: :func:`grade` takes :class:`Options` and gives an :class:`Outcome`;
-``gpushare grade`` is :func:`run_cli` around it (summary, JSON, JUnit XML, exit status).
+``gpushare grade`` is :func:`run_cli` around it. Class grading and the Gradescope autograder
+call :func:`grade` in-process.
 
-The checks of ``graders/`` are called by :mod:`gpushare.grading.runner` with the inputs and
-feedback of ``pytest graders/`` (:mod:`gpushare.grading.session`): the same checks, the same
-score. pytest is not imported: its import alone (about 0.1 s) would be half of a grade (about
-0.22 s). Class grading and the Gradescope autograder call :func:`grade` in-process.
-
+The checks get the inputs and feedback of ``pytest graders/`` (:mod:`gpushare.grading.session`)
+without pytest, whose import alone (about 0.1 s) would be half of a grade (about 0.22 s).
 Exit status: 0 every check passed, 1 some failed, 2 could not grade (the cluster could not be
 read, a bad snapshot, or the ``--timeout`` struck).
 """
@@ -240,9 +238,8 @@ SHARED_OPTIONS: tuple[tuple[str, OptionSpec], ...] = (
     (
         "--kubeconfig",
         {
-            "help": "grade this cluster as given, never start anything (default: "
-            "$KUBECONFIG, a list of files merged as kubectl merges them; else the "
-            "lab cluster)"
+            "help": "grade this cluster as given, never start anything (default: $KUBECONFIG, "
+            "a list of files merged as kubectl merges them; else the lab cluster)"
         },
     ),
     ("--context", {"help": "kubeconfig context to grade (default: current-context)"}),
@@ -258,9 +255,8 @@ SHARED_OPTIONS: tuple[tuple[str, OptionSpec], ...] = (
         "--unsafe-no-sandbox",
         {
             "action": "store_true",
-            "help": "run the learner's code without "
-            "the bubblewrap sandbox even when grading a snapshot (only for "
-            "trusted work)",
+            "help": "run the learner's code without the bubblewrap sandbox even when grading a "
+            "snapshot (only for trusted work)",
         },
     ),
     (

@@ -58,30 +58,26 @@ def show_quantity(value: Decimal | None) -> str | T:
     return str(int(value)) if value == value.to_integral_value() else str(value.normalize())
 
 
-def container_requests(pod: JsonObject, resource: str) -> list[tuple[str, Decimal | None]]:
-    """Per container, the larger of requests and limits of ``resource`` (None when absent).
+def requested(pod: JsonObject, resource: str) -> Decimal | None:
+    """What the pod asks of ``resource`` over all containers; None when no container asks.
 
-    For extended resources Kubernetes requires requests == limits when both are set, and
-    defaults requests to limits, so the larger one is what the scheduler and quota count.
+    Of each container the larger of requests and limits: for extended resources Kubernetes
+    requires requests == limits when both are set, and defaults requests to limits, so the
+    larger one is what the scheduler and quota count.
     """
-    out = []
+    values = []
     for c in (pod.get("spec") or {}).get("containers") or []:
         if not isinstance(c, dict):
             continue
         res = c.get("resources") or {}
-        vals = []
+        asked = []
         for part in ("requests", "limits"):
             section = res.get(part) if isinstance(res, dict) else None
             if isinstance(section, dict) and resource in section:
-                vals.append(quantity(section[resource]))
-        known = [v for v in vals if v is not None]
-        out.append((str(c.get("name")), max(known) if known else None))
-    return out
-
-
-def requested(pod: JsonObject, resource: str) -> Decimal | None:
-    """What the pod asks of ``resource`` over all containers; None when no container asks."""
-    values = [v for _, v in container_requests(pod, resource) if v is not None]
+                asked.append(quantity(section[resource]))
+        known = [v for v in asked if v is not None]
+        if known:
+            values.append(max(known))
     return sum(values, Decimal(0)) if values else None
 
 
@@ -335,14 +331,12 @@ class LabState:
             if body.get("kind") not in lab.dry_run_kinds:
                 raise LabDefinitionError(f"{lab.path}: [dry_run] kinds has no {body.get('kind')!r}")
             self._live().create(lab.collection(body, namespace), body, dry_run=True)
-        except LabDefinitionError as exc:  # the lab's own slip: the read is void, not a verdict
+        except (LabDefinitionError, Unreachable) as exc:  # the lab's slip is void, not a verdict
             return Fetched(None, str(exc))
         except ApiError as exc:
             if exc.status in (401, 429) or exc.status >= 500 or _rbac_denial(exc):
                 return Fetched(None, str(exc))
             return Fetched(exc)
-        except Unreachable as exc:
-            return Fetched(None, str(exc))
         return Fetched(None)
 
     # -- as a snapshot holds it ---------------------------------------------------
@@ -464,11 +458,11 @@ class LabState:
         module), so every check judges the same moment; asked now otherwise.
         """
         key = dry_run_key(namespace, body)
-        if key not in self._ready and self._offline:
-            raise ClusterUnreadable(
-                _dry_run_named(namespace, body), "the snapshot holds no answer for this request"
-            )
         if key not in self._ready:
+            if self._offline:
+                raise ClusterUnreadable(
+                    _dry_run_named(namespace, body), "the snapshot holds no answer for this request"
+                )
             self._dry_runs[key] = (namespace, body)
             self._paths[key] = ""
             self._ready[key] = threading.Event()

@@ -1,9 +1,8 @@
-"""Readers every lab's checks use on what they judge, knowing no lab: a path into an API
-object, a learner's file as read, one object of a file, the line a key sits on, a pod's ask.
+"""Readers every lab's checks use, knowing no lab: a path into an API object, a learner's file
+as read, one object of a file, the line a key sits on, a pod's ask.
 
-Each returns a value or fails the check with a problem (``fail``); none crashes on learner
-input. Their texts (``in_namespace``, ``objects_are``) are the engine's catalog's, so a lab
-uses them without writing them again.
+Each returns a value or fails the check (``fail``); none crashes on learner input. Their texts
+are the engine's catalog's, so a lab does not write them again.
 """
 
 from __future__ import annotations

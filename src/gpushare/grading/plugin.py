@@ -1,19 +1,12 @@
-"""The pytest plugin behind ``pytest graders/``.
+"""The pytest plugin behind ``pytest graders/``: ``gpushare grade``'s options and session
+(:mod:`gpushare.grading.grade`), with pytest collecting and calling the checks.
 
-Registered by the checkout's root ``conftest.py``, dormant unless the collected items include
-grader checks (``@check``), so the project's own tests never start a cluster. Its options and
-its session are ``gpushare grade``'s (``SHARED_OPTIONS``, ``open_session`` of
-:mod:`gpushare.grading.grade`). Awake, it:
-
-- starts the background work the collected steps declare (``BACKGROUND``), each piece a
-  fixture of its name;
-- connects in the fixture ``lab``, when the first check that judges the cluster runs
-  (collection starts nothing); a cluster that cannot be reached ends the run, exit 2 and one
-  line; one that cannot be read makes each check that judges it an error, and the run exit 2;
-- puts each failure's feedback, in the learner's language, in the report's longrepr (pytest's
-  output carries it, with no traceback);
-- adds up the points, writes ``--json``, and ``--junitxml`` with gpushare's JUnit writer (the
-  file ``gpushare grade`` writes) instead of pytest's.
+Registered by the root ``conftest.py``, dormant unless grader checks (``@check``) are
+collected, so the project's own tests never start a cluster; collection alone starts nothing.
+The steps' background work becomes fixtures of its names; the fixture ``lab`` connects when the
+first check that judges the cluster runs (unreachable: exit 2, one line; unreadable: each such
+check an error, exit 2); feedback is the report's longrepr, with no traceback; ``--junitxml``
+is gpushare's JUnit writer's file, the one ``gpushare grade`` writes, not pytest's.
 """
 
 from __future__ import annotations

@@ -1,14 +1,11 @@
 """Which cluster a command talks to, and who we are there: kubeconfigs read as kubectl reads them.
 
-Precedence, the same for ``gpushare grade``, ``pytest graders/`` and ``gpushare solve``:
-``--kubeconfig FILE``, else ``$KUBECONFIG`` (a list of files, merged the way kubectl merges
-them: the first file to set a key wins), else the lab cluster's own kubeconfig (``--cluster``,
-else ``GPUSHARE_CLUSTER``, else ``gpushare``). Resolving reads nothing and starts nothing: a
-lab that is not up is graded as not up (``make up`` starts it; ``make grade`` never does).
-``--context NAME`` picks a context, else the merged current-context.
-
-Also here: the parsing of the lab's own kubeconfig for our small client (kwokctl writes it: a CA,
-a client certificate and a loopback server, nothing else).
+Precedence (``gpushare grade``, ``pytest graders/``, ``gpushare solve``): ``--kubeconfig FILE``,
+else ``$KUBECONFIG`` (files merged as kubectl merges them: the first to set a key wins), else
+the lab cluster's kubeconfig (``--cluster``, else ``GPUSHARE_CLUSTER``, else ``gpushare``);
+``--context NAME``, else the merged current-context. Resolving reads and starts nothing: a lab
+that is not up is graded as not up. Also here: the lab's own kubeconfig (kwokctl writes a CA,
+a client certificate and a loopback server) parsed for our small client.
 """
 
 from __future__ import annotations

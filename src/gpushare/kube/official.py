@@ -1,11 +1,10 @@
 """The verbs over the official ``kubernetes`` package: every kubeconfig a user names.
 
-Its loader is kubectl's peer, so every way of logging in that it supports works here too: exec
-credential plugins (v1 and v1beta1), token and tokenFile, client certificates and CAs as files
-or data, insecure-skip-tls-verify, tls-server-name, proxy-url and HTTPS_PROXY/NO_PROXY;
-requests then go through its own urllib3-based transport. The package is the optional extra
-``live`` (``pip install 'gpushare[live]'``; ``make install`` installs it): grading snapshots
-(the grading image, Gradescope) never imports it, so it is imported when a client is loaded.
+Its loader is kubectl's peer: exec credential plugins (v1, v1beta1), token and tokenFile,
+certificates and CAs as files or data, insecure-skip-tls-verify, tls-server-name, proxy-url,
+HTTPS_PROXY/NO_PROXY; requests go through its urllib3 transport. It is the optional extra
+``live`` (``make install`` installs it), imported only when a client is loaded: grading
+snapshots (the grading image, Gradescope) goes without it.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The calls gpushare makes, written once over any client's ``request``, and their answers.
 
-Both clients (:class:`gpushare.kube.transport.Client` and
-:class:`gpushare.kube.official.OfficialClient`) only say how one request travels; what a GET,
-a dry-run create or a 404 means is decided here, so the two cannot drift apart.
+Both clients only say how one request travels; what a GET, a dry-run create or a 404 means is
+decided here, so the two cannot drift apart.
 """
 
 from __future__ import annotations
