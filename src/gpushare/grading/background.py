@@ -45,6 +45,18 @@ class Context:
 Starter = Callable[[Context], Closable]
 
 
+@dataclass(frozen=True)
+class Setting:
+    """The grade the work is for: what its :class:`Context` holds, and whose code it runs."""
+
+    workdir: Path
+    shown_workdir: str | None
+    fixtures: Path
+    seed: int
+    strangers: bool  # a snapshot's work (:func:`gpushare.sandbox.levels.choose`)
+    unsafe_no_sandbox: bool
+
+
 def declared(module: object) -> dict[str, Starter]:
     """A grader module's ``BACKGROUND`` declaration ({} when it declares none)."""
     found = getattr(module, "BACKGROUND", None)
@@ -97,28 +109,22 @@ class Started:
             work.close()
 
 
-def start_all(
-    wanted: dict[str, Starter],
-    *,
-    workdir: Path,
-    shown_workdir: str | None,
-    fixtures: Path,
-    seed: int,
-    strangers: bool,
-    unsafe_no_sandbox: bool,
-) -> Started:
+def start_all(wanted: dict[str, Starter], setting: Setting) -> Started:
     """Start every piece of ``wanted`` in the sandbox chosen here, the one place that chooses
-    it (``levels.choose``; ``strangers``: a snapshot's work); BackgroundError when none can be
-    had. Nothing wanted: nothing chosen, nothing started."""
+    it; BackgroundError when none can be had. Nothing wanted: nothing chosen, nothing started."""
     started = Started()
     if not wanted:
         return started
     try:
-        sandbox = levels.choose(strangers=strangers, unsafe_no_sandbox=unsafe_no_sandbox)
+        sandbox = levels.choose(
+            strangers=setting.strangers, unsafe_no_sandbox=setting.unsafe_no_sandbox
+        )
     except IsolationUnavailable as exc:
         raise BackgroundError(str(exc)) from None
     started.isolation = sandbox.level
-    context = Context(workdir, shown_workdir, fixtures, seed, sandbox)
+    context = Context(
+        setting.workdir, setting.shown_workdir, setting.fixtures, setting.seed, sandbox
+    )
     try:
         for name, start in wanted.items():
             started.works[name] = start(context)

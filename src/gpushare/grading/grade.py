@@ -169,22 +169,22 @@ def open_session(
             stack.callback(shutil.rmtree, scratch, ignore_errors=True)
             snap = load(Path(options.snapshot).expanduser(), scratch)
             workdir = snap.work_root
-        seed = options.seed if options.seed is not None else background.new_seed()
+        setting = background.Setting(
+            workdir=workdir,
+            # a snapshot's work dir as the learner had it, not our scratch copy of it
+            shown_workdir=snap.manifest.get("workdir") if snap is not None else None,
+            fixtures=default_fixtures(),
+            seed=options.seed if options.seed is not None else background.new_seed(),
+            strangers=snap is not None,
+            unsafe_no_sandbox=options.unsafe_no_sandbox,
+        )
         early = background.Started()
         if background_first:
             first = runner.load_checks(
                 graders_dir(), options.steps or None, with_background_only=True
             )
             try:
-                early = background.start_all(
-                    runner.background(first),
-                    workdir=workdir,
-                    shown_workdir=snap.manifest.get("workdir") if snap is not None else None,
-                    fixtures=default_fixtures(),
-                    seed=seed,
-                    strangers=snap is not None,
-                    unsafe_no_sandbox=options.unsafe_no_sandbox,
-                )
+                early = background.start_all(runner.background(first), setting)
             except background.BackgroundError as exc:
                 raise OptionError(str(exc)) from None
             stack.callback(early.close)  # until the session has it
@@ -193,16 +193,13 @@ def open_session(
         from gpushare.grading.session import GradeSession
 
         session = GradeSession(
-            workdir=workdir,
+            setting=setting,
             kubeconfig=options.kubeconfig,
             cluster=options.cluster,
             context=options.context,
             lang=lang,
-            seed=seed,
-            fixtures=default_fixtures(),
             started=started,
             snapshot=snap,
-            unsafe_no_sandbox=options.unsafe_no_sandbox,
         )
         session.adopt(early)
         stack.callback(lambda: session.close(wait=not session.timed_out))

@@ -37,34 +37,26 @@ class GradeSession:
     def __init__(
         self,
         *,
-        workdir: Path,
+        setting: background.Setting,
         kubeconfig: str | None,
         cluster: str | None,
         context: str | None = None,
         lang: str,
-        seed: int,
-        fixtures: Path,
         started: float | None = None,
         snapshot: Snapshot | None = None,
-        unsafe_no_sandbox: bool = False,
     ) -> None:
         """``snapshot``: a loaded :class:`~gpushare.submissions.snapshot.Snapshot` to grade
-        instead of a cluster (``workdir`` is then its unpacked work dir)."""
-        self.workdir = workdir
+        instead of a cluster (the ``setting``'s work dir is then its unpacked work dir)."""
+        self.setting = setting
         self.kubeconfig = kubeconfig
         self.context = context
         self.cluster = cluster
         self.lang = lang
-        self.seed = seed
-        self.fixtures = fixtures
         self.started = started if started is not None else time.monotonic()
         self.results: dict[str, results.CheckResult] = {}
         self.server: str | None = None
         self.identity: JsonObject | None = None  # what was graded, once connected
         self.snapshot = snapshot
-        # a snapshot's work dir as the learner had it, not our scratch copy of it
-        self.shown_workdir = snapshot.manifest.get("workdir") if snapshot else None
-        self.unsafe_no_sandbox = unsafe_no_sandbox
         self.doing = "grade"  # what a cluster that cannot be read stops: "capture" for a snapshot
         self.could_not_grade: str | None = None  # why, when the cluster could not be read
         self.could_not_grade_detail: T | None = None  # the same, in the learner's language
@@ -75,7 +67,7 @@ class GradeSession:
         self.background = background.Started()  # what the steps declared, once started
         self.active = False
         # one per session: it caches parsed files
-        self.work = Workdir(workdir, snapshot.recorded if snapshot else None)
+        self.work = Workdir(setting.workdir, snapshot.recorded if snapshot else None)
 
     def start_background(self, wanted: dict[str, background.Starter]) -> None:
         """Start what of ``wanted`` is not going yet (:func:`background.start_all` chooses the
@@ -84,15 +76,7 @@ class GradeSession:
         if not todo:
             return
         try:
-            started = background.start_all(
-                todo,
-                workdir=self.workdir,
-                shown_workdir=self.shown_workdir,
-                fixtures=self.fixtures,
-                seed=self.seed,
-                strangers=self.snapshot is not None,
-                unsafe_no_sandbox=self.unsafe_no_sandbox,
-            )
+            started = background.start_all(todo, self.setting)
         except background.BackgroundError as exc:
             raise GradeError(f"gpushare: {exc}") from None
         self.adopt(started)
@@ -184,7 +168,7 @@ class GradeSession:
     def _runtimes(self, learner: dict[str, str]) -> dict[str, str]:
         """The learner's python3 and PyYAML (as captured) against those the script gets here,
         so a grade says so where they differ (a script may behave differently on another)."""
-        if self.unsafe_no_sandbox:
+        if self.setting.unsafe_no_sandbox:
             # lazy: 5 ms that a live grade never needs (a snapshot's grade has it loaded)
             from gpushare.submissions.snapshot import learner_runtime
 
@@ -320,13 +304,14 @@ class GradeSession:
         )
 
     def report(self) -> results.Report:
+        shown = self.setting.shown_workdir
         ordered = sorted(self.results.values(), key=lambda r: results.number_key(r.number))
         return results.Report(
             checks=ordered,
             execution_time=time.monotonic() - self.started,
             lang=self.lang,
-            seed=self.seed,
-            workdir=str(self.workdir if self.shown_workdir is None else self.shown_workdir),
+            seed=self.setting.seed,
+            workdir=str(self.setting.workdir if shown is None else shown),
             server=self.server,
             cluster=self.graded(),
             could_not_grade=self.could_not_grade,
