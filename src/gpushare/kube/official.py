@@ -18,7 +18,7 @@ import yaml
 from gpushare.data import Json, Untyped
 from gpushare.kube.config import Entry, Identity, Target
 from gpushare.kube.errors import KubeconfigError, Unreachable
-from gpushare.kube.verbs import Verbs, decode
+from gpushare.kube.verbs import Params, Verbs
 
 LIVE_MISSING = (
     "a kubeconfig you name is read by the official kubernetes package, which is not installed "
@@ -105,22 +105,13 @@ class OfficialClient(Verbs):
     def shutdown(self) -> None:
         self.api.close()
 
-    def request(
-        self,
-        method: str,
-        path: str,
-        body: Json = None,
-        *,
-        content_type: str = "application/json",
-        params: dict[str, str] | None = None,
-    ) -> Json:
+    def _send(
+        self, method: str, path: str, body: Json, headers: dict[str, str], params: Params
+    ) -> tuple[int, str, bytes | None]:
         # lazy as in load(), which has imported them: no cost here
         import urllib3
         from kubernetes.client.exceptions import ApiException
 
-        headers = {"Accept": "application/json"}
-        if body is not None:
-            headers["Content-Type"] = content_type
         try:
             serialized = self.api.param_serialize(
                 method,
@@ -147,7 +138,7 @@ class OfficialClient(Verbs):
             if not exc.status:  # TLS and friends
                 raise Unreachable(self.server, str(exc.reason)) from None
             raise
-        return decode(response.status, response.reason or "", raw)
+        return response.status, response.reason or "", raw
 
 
 def _reason(exc: Exception) -> str:

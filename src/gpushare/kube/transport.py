@@ -22,7 +22,7 @@ from urllib.parse import quote, urlencode, urlsplit
 from gpushare.data import Json
 from gpushare.kube.config import Credentials, load_kubeconfig
 from gpushare.kube.errors import KubeconfigError, Unreachable
-from gpushare.kube.verbs import Verbs, decode
+from gpushare.kube.verbs import Params, Verbs
 
 
 def _split_server(server: str) -> tuple[bool, str, int, str]:
@@ -76,24 +76,14 @@ class Client(Verbs):
             conn.close()
             self._local.conn = None
 
-    def request(
-        self,
-        method: str,
-        path: str,
-        body: Json = None,
-        *,
-        content_type: str = "application/json",
-        params: dict[str, str] | None = None,
-    ) -> Json:
-        """One API call; JSON in and out. Retries once on a dropped keep-alive connection."""
+    def _send(
+        self, method: str, path: str, body: Json, headers: dict[str, str], params: Params
+    ) -> tuple[int, str, bytes | None]:
+        """On this thread's connection; once more on a new one if the server dropped it."""
         url = self._prefix + path
         if params:
             url += "?" + urlencode(params, quote_via=quote)  # RFC 3986, as the apiserver reads
-        headers = {"Accept": "application/json"}
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode()
-            headers["Content-Type"] = content_type
+        data = None if body is None else json.dumps(body).encode()
         if self.creds.token:
             headers["Authorization"] = "Bearer " + self.creds.token
         for attempt in (1, 2):
@@ -112,4 +102,4 @@ class Client(Verbs):
             except (OSError, http.client.HTTPException, ValueError) as exc:
                 self.close()
                 raise Unreachable(self.server, str(exc) or type(exc).__name__) from exc
-        return decode(status, reason, raw)
+        return status, reason, raw

@@ -11,6 +11,8 @@ import json
 from gpushare.data import Json  # an apiserver's answer: objects, lists, Status
 from gpushare.kube.errors import ApiError
 
+Params = dict[str, str] | None  # a request's query
+
 
 def decode(status: int, reason: str, raw: bytes | None) -> Json:
     """An apiserver's answer: JSON (or text), or ApiError with its Status reason and message."""
@@ -55,6 +57,16 @@ class Verbs:
         content_type: str = "application/json",
         params: dict[str, str] | None = None,
     ) -> Json:
+        """One API call, JSON in and out."""
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = content_type
+        return decode(*self._send(method, path, body, headers, params))
+
+    def _send(
+        self, method: str, path: str, body: Json, headers: dict[str, str], params: Params
+    ) -> tuple[int, str, bytes | None]:
+        """The request as this client sends it: (status, reason, body) of the answer."""
         raise NotImplementedError
 
     def get(self, path: str, **params: str) -> Json:
