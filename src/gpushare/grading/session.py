@@ -21,7 +21,7 @@ from gpushare.grading import background
 from gpushare.grading.checks import CheckFailed, CheckMeta, T
 from gpushare.grading.errors import GradeError
 from gpushare.grading.labstate import ClusterUnreadable, LabState
-from gpushare.kube.config import resolve
+from gpushare.kube.config import Target, resolve
 from gpushare.kube.connect import connect
 from gpushare.kube.errors import ApiError, KubeconfigError, Unreachable
 from gpushare.lab import existing
@@ -124,31 +124,8 @@ class GradeSession:
             self.server = client.server
             client.get("/version")
             client.timeout = 10.0
-        except KubeconfigError as exc:
-            if target.is_lab and target.cluster and not Path(target.kubeconfig).exists():
-                raise GradeError(
-                    "gpushare: " + existing.not_up(target.cluster, self.doing)
-                ) from None
-            raise GradeError(f"gpushare: {exc}") from None
-        except Unreachable as exc:
-            hint = (
-                f"Start the lab with `make up` (or `gpushare up --cluster {target.cluster}`)"
-                if target.is_lab
-                else "Check that cluster"
-            )
-            raise GradeError(
-                f"gpushare: could not {self.doing}: {exc} ({target.source} {target.kubeconfig}). "
-                f"{hint}, or pass --kubeconfig FILE for another cluster."
-            ) from None
-        except ApiError as exc:
-            raise GradeError(
-                f"gpushare: could not {self.doing}: the apiserver at {self.server} refused us "
-                f"({exc}); check the credentials in {target.kubeconfig}"
-            ) from None
-        except Exception as exc:  # anything else on the way: one line, exit 2
-            raise GradeError(
-                f"gpushare: could not {self.doing} ({target.kubeconfig}): {exc}"
-            ) from None
+        except Exception as exc:  # anything on the way: one line, exit 2
+            raise GradeError("gpushare: " + self._unreached(target, exc)) from None
         dry_runs: list[tuple[str, JsonObject]] = []
         for module in modules:  # and the server-side dry-runs it declares
             declare = getattr(module, "dry_runs", None)
@@ -156,6 +133,29 @@ class GradeSession:
                 dry_runs.extend(declare(self.work))
         self.state = LabState(client, dry_runs, reads, hint_reads).start()
         return self.state
+
+    def _unreached(self, target: Target, exc: Exception) -> str:
+        """Why the cluster could not be talked to, and what to do about it."""
+        if isinstance(exc, KubeconfigError):
+            if target.is_lab and target.cluster and not Path(target.kubeconfig).exists():
+                return existing.not_up(target.cluster, self.doing)
+            return str(exc)
+        if isinstance(exc, Unreachable):
+            hint = (
+                f"Start the lab with `make up` (or `gpushare up --cluster {target.cluster}`)"
+                if target.is_lab
+                else "Check that cluster"
+            )
+            return (
+                f"could not {self.doing}: {exc} ({target.source} {target.kubeconfig}). "
+                f"{hint}, or pass --kubeconfig FILE for another cluster."
+            )
+        if isinstance(exc, ApiError):
+            return (
+                f"could not {self.doing}: the apiserver at {self.server} refused us "
+                f"({exc}); check the credentials in {target.kubeconfig}"
+            )
+        return f"could not {self.doing} ({target.kubeconfig}): {exc}"
 
     def graded(self) -> JsonObject | None:
         """What was graded, as every result records it; live, with the kube-system namespace's
