@@ -95,14 +95,12 @@ def pod_resources(pod: JsonObject) -> set[str]:
 def node_conditions(pod: JsonObject) -> list[str]:
     """Which node conditions a pod sets: nodeName, nodeSelector, nodeAffinity."""
     spec = pod.get("spec") or {}
-    found = []
-    if spec.get("nodeName"):
-        found.append("nodeName")
-    if spec.get("nodeSelector"):
-        found.append("nodeSelector")
-    if (spec.get("affinity") or {}).get("nodeAffinity"):
-        found.append("affinity.nodeAffinity")
-    return found
+    conditions = {
+        "nodeName": spec.get("nodeName"),
+        "nodeSelector": spec.get("nodeSelector"),
+        "affinity.nodeAffinity": (spec.get("affinity") or {}).get("nodeAffinity"),
+    }
+    return [name for name, value in conditions.items() if value]
 
 
 def pending_reason(pod: JsonObject, limit: int = 300) -> str | None:

@@ -115,8 +115,7 @@ class GradeSession:
             self.identity.update(self._runtimes(manifest.get("runtime") or {}))
             self.state = LabState.recorded(self.snapshot.cluster, reads, hint_reads)
             return self.state
-        # The lab is graded as it is, like any other cluster: never started or repaired here
-        # (a node the learner deleted stays deleted); `make grade` neither, `make up` does.
+        # graded as it is: never started or repaired (a node the learner deleted stays deleted)
         target = resolve(self.kubeconfig, self.context, self.cluster)
         try:
             client, identity = connect(target, timeout=3.0)
@@ -242,9 +241,8 @@ class GradeSession:
         if isinstance(exc, CheckFailed):
             return exc.failure, ""
         error = f"{type(exc).__name__}: {exc}"[:300]
-        return Failure(problem=T("grader_error", error=error), kind="grader", check_hint=False), (
-            "grader"
-        )
+        failure = Failure(problem=T("grader_error", error=error), kind="grader", check_hint=False)
+        return failure, "grader"
 
     def time_out(self, metas: list[CheckMeta], nodeids: list[str], running: str | None) -> None:
         """The deadline struck: every check without a result becomes an error saying what was
