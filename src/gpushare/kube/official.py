@@ -29,14 +29,15 @@ LIVE_MISSING = (
 class OfficialClient(Verbs):
     """The same calls as :class:`gpushare.kube.transport.Client`, over the official package.
 
-    Thread-safe: urllib3's pool is. Errors become ours: an answer with an error status is an
-    :class:`ApiError`, no answer at all is :class:`Unreachable`.
+    Thread-safe: urllib3's pool is shared by threads (so nothing to close per thread). Errors
+    become ours: an error status is an :class:`ApiError`, no answer at all :class:`Unreachable`.
     """
 
     def __init__(self, api_client: Untyped, identity: Identity, timeout: float) -> None:
         """``api_client``: a ``kubernetes.client.ApiClient``."""
         self.api = api_client
         self.identity = identity
+        self.server = identity.server
         self.timeout = timeout
 
     @classmethod
@@ -94,13 +95,6 @@ class OfficialClient(Verbs):
             user=user_name,
         )
         return cls(k8s_client.ApiClient(configuration), identity, timeout)
-
-    @property
-    def server(self) -> str:
-        return self.identity.server
-
-    def close(self) -> None:
-        """Connections are pooled by urllib3 and shared by threads: nothing per thread."""
 
     def shutdown(self) -> None:
         self.api.close()

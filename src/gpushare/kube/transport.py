@@ -40,6 +40,7 @@ class Client(Verbs):
 
     def __init__(self, creds: Credentials, timeout: float = 10.0) -> None:
         self.creds = creds
+        self.server = creds.server
         self.timeout = timeout
         self._https, self._host, self._port, self._prefix = _split_server(creds.server)
         self._local = threading.local()
@@ -49,10 +50,6 @@ class Client(Verbs):
         cls, path: str | os.PathLike[str], context: str | None = None, timeout: float = 10.0
     ) -> Client:
         return cls(load_kubeconfig(path, context), timeout=timeout)
-
-    @property
-    def server(self) -> str:
-        return self.creds.server
 
     def _conn(self) -> http.client.HTTPConnection:
         conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)

@@ -39,11 +39,7 @@ class Verbs:
     """
 
     timeout: float
-
-    @property
-    def server(self) -> str:
-        """The apiserver's URL, as results record it."""
-        raise NotImplementedError
+    server: str  # the apiserver's URL, as results record it
 
     def close(self) -> None:
         """Let go of this thread's connection (the next call opens a new one)."""
