@@ -1,17 +1,11 @@
 """Work a step needs started before its checks run, declared by the step, never named here.
 
-A step module may declare ``BACKGROUND = {"name": start}``: a check that takes a parameter
-``name`` gets what ``start(context)`` returned, under ``gpushare grade`` and ``pytest`` alike.
-The engine starts each declared piece once per grade, before the cluster read, with the
-learner's work dir, the fixtures, the seed and the sandbox it chose for learners' code; what
-``start`` returns must have ``close()``, called when the grade ends whatever happened. (A lab
-runs a learner's script on sample and unseen cases this way, in the sandbox it is given.)
-
-Such work is most of a grade's time, so ``gpushare grade`` starts it before anything heavy is
-imported: the step modules that declare it are found without running the others
-(:func:`declares`), imported first, and their work started (:func:`start_all`, which also
-makes the one choice of the sandbox for learners' code) while the rest is imported and read.
-So this module imports only what starting the work needs (the sandbox's levels).
+A step module may declare ``BACKGROUND = {"name": start}``: a check with a parameter ``name``
+gets what ``start(context)`` returned (a lab runs a learner's script on its cases this way),
+started once per grade in the sandbox chosen for learners' code, closed when the grade ends
+whatever happened. It is most of a grade's time, so ``gpushare grade`` starts it before anything
+heavy is imported (:func:`declares` finds the step files unrun): this module imports only the
+sandbox's levels.
 """
 
 from __future__ import annotations
@@ -49,6 +43,18 @@ class Context:
 
 
 Starter = Callable[[Context], Closable]
+
+
+@dataclass(frozen=True)
+class Setting:
+    """The grade the work is for: what its :class:`Context` holds, and whose code it runs."""
+
+    workdir: Path
+    shown_workdir: str | None
+    fixtures: Path
+    seed: int
+    strangers: bool  # a snapshot's work (:func:`gpushare.sandbox.levels.choose`)
+    unsafe_no_sandbox: bool
 
 
 def declared(module: object) -> dict[str, Starter]:
@@ -103,28 +109,22 @@ class Started:
             work.close()
 
 
-def start_all(
-    wanted: dict[str, Starter],
-    *,
-    workdir: Path,
-    shown_workdir: str | None,
-    fixtures: Path,
-    seed: int,
-    strangers: bool,
-    unsafe_no_sandbox: bool,
-) -> Started:
-    """Start every piece of ``wanted``, in the sandbox chosen here, the one place that chooses
-    it (:func:`gpushare.sandbox.levels.choose`: ``strangers`` for a snapshot's work);
-    BackgroundError when none can be had. Nothing wanted: nothing chosen, nothing started."""
+def start_all(wanted: dict[str, Starter], setting: Setting) -> Started:
+    """Start every piece of ``wanted`` in the sandbox chosen here, the one place that chooses
+    it; BackgroundError when none can be had. Nothing wanted: nothing chosen, nothing started."""
     started = Started()
     if not wanted:
         return started
     try:
-        sandbox = levels.choose(strangers=strangers, unsafe_no_sandbox=unsafe_no_sandbox)
+        sandbox = levels.choose(
+            strangers=setting.strangers, unsafe_no_sandbox=setting.unsafe_no_sandbox
+        )
     except IsolationUnavailable as exc:
         raise BackgroundError(str(exc)) from None
     started.isolation = sandbox.level
-    context = Context(workdir, shown_workdir, fixtures, seed, sandbox)
+    context = Context(
+        setting.workdir, setting.shown_workdir, setting.fixtures, setting.seed, sandbox
+    )
     try:
         for name, start in wanted.items():
             started.works[name] = start(context)

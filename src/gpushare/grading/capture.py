@@ -1,10 +1,8 @@
 """``gpushare snapshot``: capture a learner's cluster and work dir into one hashed file.
 
-Capture reads exactly what grading reads, through the same session
-(:func:`~gpushare.grading.grade.open_session`) and its connect
-(the same kubeconfig precedence, the same dry-runs the graders declare), so a snapshot holds
-every answer a later grade needs, and grading it gives the verdicts a live grade gives at
-that moment. It is read-only, like grading.
+Capture reads through a grade's own session and connect (the same kubeconfig precedence, reads
+and dry-runs), so a snapshot holds every answer a later grade needs, and grading it gives the
+verdicts a live grade gave at that moment. Read-only, like grading.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """What a grader check is: a numbered function worth points that fails with structured feedback.
 
-Checks are collected by pytest (``pytest graders/``) and called directly by ``gpushare
-grade``. A check never builds prose itself. It raises :class:`CheckFailed` with what was
-expected, what was found, where, and optionally a problem key; the grading session renders
-that in the learner's language from the message catalogs. So the same failure reads the same in the
-terminal, the JSON file and the JUnit XML, and a test of ours can assert on the keys rather
-than on a translation.
+A check never builds prose: it raises :class:`CheckFailed` with what was expected, what was
+found, where, and maybe a problem key, which the session renders in the learner's language
+from the catalogs. So a failure reads the same in the terminal, the JSON and the JUnit XML, and
+a test of ours asserts on the keys, not a translation.
 """
 
 from __future__ import annotations

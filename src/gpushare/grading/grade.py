@@ -1,12 +1,9 @@
 """Grading as a function: :func:`grade` takes :class:`Options` and gives an :class:`Outcome`;
-``gpushare grade`` is :func:`run_cli` around it (summary, JSON, JUnit XML, exit status).
+``gpushare grade`` is :func:`run_cli` around it. Class grading and the Gradescope autograder
+call :func:`grade` in-process.
 
-The check functions are those of ``graders/``, called by :mod:`gpushare.grading.runner` with
-the same inputs and feedback as under ``pytest graders/`` (see :mod:`gpushare.grading.session`),
-so both entry points give the same checks and the same score. pytest is not imported here: its
-import alone (about 0.1 s) would be half of a grade (about 0.22 s). Class grading and the Gradescope
-autograder call :func:`grade` in-process, once per snapshot.
-
+The checks get the inputs and feedback of ``pytest graders/`` (:mod:`gpushare.grading.session`)
+without pytest, whose import alone (about 0.1 s) would be half of a grade (about 0.22 s).
 Exit status: 0 every check passed, 1 some failed, 2 could not grade (the cluster could not be
 read, a bad snapshot, or the ``--timeout`` struck).
 """
@@ -107,11 +104,18 @@ def grade(options: Options, started: float | None = None) -> Outcome:
         session.start_background(runner.background(checks))  # what they ask for, not yet going
         session.connect(runner.modules(checks))  # the cluster read starts
         durations = runner.run(session, checks, deadline=deadline)
-    outcome = _outcome(session, checks, durations, options.policy)
-    outcome.report.steps_not_graded = len(set(known) - {c.meta["step"] for c in checks})
-    outcome.read_keys = frozenset(session.state.touched if session.state else ())
-    outcome.read_files = frozenset(session.work.touched)
-    return outcome
+    report = session.report()
+    if options.policy is not None:  # before any output is made from the report
+        apply_policy(report, options.policy)
+    report.steps_not_graded = len(set(known) - {c.meta["step"] for c in checks})
+    return Outcome(
+        report=report,
+        classnames={c.nodeid: c.classname for c in checks},
+        durations=durations,
+        headlines={c.meta["number"]: session.headline(c.meta["number"]) for c in checks},
+        read_keys=frozenset(session.state.touched if session.state else ()),
+        read_files=frozenset(session.work.touched),
+    )
 
 
 def _select(steps: set[int]) -> tuple[list[Check], list[int]]:
@@ -137,16 +141,14 @@ def parse_steps(values: list[str] | None) -> set[int]:
 def open_session(
     options: Options, started: float | None = None, *, background_first: bool = False
 ) -> Iterator[GradeSession]:
-    """The one way to a :class:`GradeSession`, for ``gpushare grade``, ``pytest graders/`` and
-    ``gpushare snapshot``: the language resolved, a snapshot verified and unpacked into a
+    """The one way to a :class:`GradeSession` (``gpushare grade``, ``pytest graders/``,
+    ``gpushare snapshot``): the language resolved, a snapshot verified and unpacked into a
     scratch folder (removed afterwards, whatever happens), the work dir, fixtures and seed as
-    the options and the environment say (:mod:`gpushare.locations`). The session is closed on
-    the way out.
+    the options and :mod:`gpushare.locations` say; the session closed on the way out.
 
-    ``background_first``: the background work the chosen steps declare starts before the
-    session and the other graders are even imported (``gpushare grade``: that work is most of
-    a grade, and it then overlaps every import and the cluster read). pytest collects first
-    and starts it from :meth:`GradeSession.start_background` instead.
+    ``background_first`` (``gpushare grade``): the steps' background work, most of a grade,
+    starts before the session and the other graders are imported, so it overlaps them and the
+    cluster read; pytest collects first and starts it from ``start_background``.
     """
     if options.snapshot and (options.kubeconfig or options.context):
         raise OptionError("--snapshot grades the file alone: no --kubeconfig or --context with it")
@@ -167,22 +169,22 @@ def open_session(
             stack.callback(shutil.rmtree, scratch, ignore_errors=True)
             snap = load(Path(options.snapshot).expanduser(), scratch)
             workdir = snap.work_root
-        seed = options.seed if options.seed is not None else background.new_seed()
+        setting = background.Setting(
+            workdir=workdir,
+            # a snapshot's work dir as the learner had it, not our scratch copy of it
+            shown_workdir=snap.manifest.get("workdir") if snap is not None else None,
+            fixtures=default_fixtures(),
+            seed=options.seed if options.seed is not None else background.new_seed(),
+            strangers=snap is not None,
+            unsafe_no_sandbox=options.unsafe_no_sandbox,
+        )
         early = background.Started()
         if background_first:
             first = runner.load_checks(
                 graders_dir(), options.steps or None, with_background_only=True
             )
             try:
-                early = background.start_all(
-                    runner.background(first),
-                    workdir=workdir,
-                    shown_workdir=snap.manifest.get("workdir") if snap is not None else None,
-                    fixtures=default_fixtures(),
-                    seed=seed,
-                    strangers=snap is not None,
-                    unsafe_no_sandbox=options.unsafe_no_sandbox,
-                )
+                early = background.start_all(runner.background(first), setting)
             except background.BackgroundError as exc:
                 raise OptionError(str(exc)) from None
             stack.callback(early.close)  # until the session has it
@@ -191,34 +193,17 @@ def open_session(
         from gpushare.grading.session import GradeSession
 
         session = GradeSession(
-            workdir=workdir,
+            setting=setting,
             kubeconfig=options.kubeconfig,
             cluster=options.cluster,
             context=options.context,
             lang=lang,
-            seed=seed,
-            fixtures=default_fixtures(),
             started=started,
             snapshot=snap,
-            unsafe_no_sandbox=options.unsafe_no_sandbox,
         )
         session.adopt(early)
         stack.callback(lambda: session.close(wait=not session.timed_out))
         yield session
-
-
-def _outcome(
-    session: GradeSession, checks: list[Check], durations: dict[str, float], policy: Policy | None
-) -> Outcome:
-    report = session.report()
-    if policy is not None:  # before any output is made from the report
-        apply_policy(report, policy)
-    return Outcome(
-        report=report,
-        classnames={c.nodeid: c.classname for c in checks},
-        durations=durations,
-        headlines={c.meta["number"]: session.headline(c.meta["number"]) for c in checks},
-    )
 
 
 # --------------------------------------------------------------------------- the command
@@ -239,22 +224,6 @@ class OptionSpec(TypedDict, total=False):
     type: type[int]
 
 
-class AddOption(Protocol):
-    """argparse's ``add_argument`` or pytest's ``addoption``, as :func:`add_options` calls it."""
-
-    def __call__(
-        self,
-        flag: str,
-        /,
-        *,
-        dest: str,
-        help: str = ...,
-        metavar: str = ...,
-        action: Literal["store_true"] = ...,
-        type: type[int] = ...,
-    ) -> object: ...
-
-
 # The options both entry points take, declared once: ``gpushare grade`` adds them to its
 # parser, the pytest plugin to pytest's (under ``gpushare_`` names), and both make their
 # :class:`Options` with :func:`options_from`.
@@ -266,9 +235,8 @@ SHARED_OPTIONS: tuple[tuple[str, OptionSpec], ...] = (
     (
         "--kubeconfig",
         {
-            "help": "grade this cluster as given, never start anything (default: "
-            "$KUBECONFIG, a list of files merged as kubectl merges them; else the "
-            "lab cluster)"
+            "help": "grade this cluster as given, never start anything (default: $KUBECONFIG, "
+            "a list of files merged as kubectl merges them; else the lab cluster)"
         },
     ),
     ("--context", {"help": "kubeconfig context to grade (default: current-context)"}),
@@ -284,9 +252,8 @@ SHARED_OPTIONS: tuple[tuple[str, OptionSpec], ...] = (
         "--unsafe-no-sandbox",
         {
             "action": "store_true",
-            "help": "run the learner's code without "
-            "the bubblewrap sandbox even when grading a snapshot (only for "
-            "trusted work)",
+            "help": "run the learner's code without the bubblewrap sandbox even when grading a "
+            "snapshot (only for trusted work)",
         },
     ),
     (
@@ -299,6 +266,22 @@ SHARED_OPTIONS: tuple[tuple[str, OptionSpec], ...] = (
     ("--json", {"metavar": "FILE", "help": "write Gradescope-style results.json"}),
     ("--seed", {"type": int, "help": "seed of the grade's generated cases (default: random)"}),
 )
+
+
+class AddOption(Protocol):
+    """argparse's ``add_argument`` or pytest's ``addoption``, as :func:`add_options` calls it."""
+
+    def __call__(
+        self,
+        flag: str,
+        /,
+        *,
+        dest: str,
+        help: str = ...,
+        metavar: str = ...,
+        action: Literal["store_true"] = ...,
+        type: type[int] = ...,
+    ) -> object: ...
 
 
 def add_options(add: AddOption, prefix: str = "") -> None:

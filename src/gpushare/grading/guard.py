@@ -1,23 +1,12 @@
 """The bounds of a process that grades a stranger's snapshot: its memory, and a hard deadline.
 
-The learner's script runs in the sandbox with caps of its own (:mod:`gpushare.sandbox`); but
-unpacking the snapshot, parsing its JSON and the learner's YAML, and every check run in the
-grader itself. Their inputs are bounded before they are parsed
-(:mod:`gpushare.submissions.bounded`); these are the backstop for whatever a bound missed:
-
-- **memory**: the grading process's data segment (``RLIMIT_DATA``: heap, anonymous mappings,
-  thread stacks; since Linux 4.7) is capped at :data:`MEMORY_CAP`, so an allocation past it
-  fails with MemoryError in that grade instead of taking the machine's memory. Only the soft
-  limit is lowered: the sandbox still sets its own caps for the learner's script, and the
-  limit is put back when the grade is over (``run_autograder`` and tests grade in-process).
-  A grade of the reference snapshot uses some 50 MiB of it.
-- **time**: ``--timeout`` ends the checks (finished ones keep their results); past it by
-  :data:`GRACE` seconds, :func:`hard_deadline` ends the process (exit 2, one line), whatever
-  it is doing in Python code. The class pool kills its workers by pid at the same point.
-
-``gpushare grade --snapshot`` grades under both, with :data:`SNAPSHOT_TIMEOUT` when no
-``--timeout`` is given; ``class grade`` workers and ``run_autograder`` under the memory cap
-and their own deadlines.
+The learner's script has the sandbox's caps, but unpacking, parsing and every check run in the
+grader itself, on inputs bounded before parsing (:mod:`gpushare.submissions.bounded`). These
+are the backstop for whatever a bound missed: a soft ``RLIMIT_DATA`` (heap, anonymous mappings,
+thread stacks; Linux 4.7+), so an allocation past it is a MemoryError in that grade, not the
+machine's memory gone (the reference snapshot's grade uses some 50 MiB); and a SIGALRM
+:data:`GRACE` seconds past ``--timeout`` that ends the process whatever its Python code does
+(the class pool kills its workers by pid then too).
 """
 
 from __future__ import annotations
@@ -58,7 +47,8 @@ def _lower(limit: int | None) -> tuple[int, tuple[int, int]]:
 
 @contextlib.contextmanager
 def capped_memory(limit: int | None = None) -> Iterator[int]:
-    """The memory cap for the block, then the limits as they were; gives the cap in force."""
+    """The memory cap for the block, then the limits as they were (``run_autograder`` and
+    tests grade in-process); gives the cap in force."""
     value, before = _lower(limit)
     try:
         yield value

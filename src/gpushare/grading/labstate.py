@@ -1,10 +1,9 @@
-"""One read of the learner's cluster, fetched concurrently, shared by every check.
+"""One read of the learner's cluster, fetched in the background, shared by every check.
 
 Checks never call the API themselves: what the steps declare they read (``READS``,
-``HINT_READS``) and the server-side dry-runs they declare (``dry_runs``) are fetched once, in
-the background, at the start of the session, while the grader does everything else; and every
-check judges the same moment of the cluster. Grading is read-only: only
-GETs here, and dry-runs (``?dryRun=All``: nothing is created). What cannot be read is
+``HINT_READS``) and the server-side dry-runs they declare (``dry_runs``) are fetched once, at
+the start of the session, so every check judges the same moment of the cluster. Grading is
+read-only: GETs, and dry-runs (``?dryRun=All``: nothing is created). What cannot be read is
 :class:`ClusterUnreadable`: the grade is void, not failed.
 """
 
@@ -59,30 +58,26 @@ def show_quantity(value: Decimal | None) -> str | T:
     return str(int(value)) if value == value.to_integral_value() else str(value.normalize())
 
 
-def container_requests(pod: JsonObject, resource: str) -> list[tuple[str, Decimal | None]]:
-    """Per container, the larger of requests and limits of ``resource`` (None when absent).
+def requested(pod: JsonObject, resource: str) -> Decimal | None:
+    """What the pod asks of ``resource`` over all containers; None when no container asks.
 
-    For extended resources Kubernetes requires requests == limits when both are set, and
-    defaults requests to limits, so the larger one is what the scheduler and quota count.
+    Of each container the larger of requests and limits: for extended resources Kubernetes
+    requires requests == limits when both are set, and defaults requests to limits, so the
+    larger one is what the scheduler and quota count.
     """
-    out = []
+    values = []
     for c in (pod.get("spec") or {}).get("containers") or []:
         if not isinstance(c, dict):
             continue
         res = c.get("resources") or {}
-        vals = []
+        asked = []
         for part in ("requests", "limits"):
             section = res.get(part) if isinstance(res, dict) else None
             if isinstance(section, dict) and resource in section:
-                vals.append(quantity(section[resource]))
-        known = [v for v in vals if v is not None]
-        out.append((str(c.get("name")), max(known) if known else None))
-    return out
-
-
-def requested(pod: JsonObject, resource: str) -> Decimal | None:
-    """What the pod asks of ``resource`` over all containers; None when no container asks."""
-    values = [v for _, v in container_requests(pod, resource) if v is not None]
+                asked.append(quantity(section[resource]))
+        known = [v for v in asked if v is not None]
+        if known:
+            values.append(max(known))
     return sum(values, Decimal(0)) if values else None
 
 
@@ -100,14 +95,12 @@ def pod_resources(pod: JsonObject) -> set[str]:
 def node_conditions(pod: JsonObject) -> list[str]:
     """Which node conditions a pod sets: nodeName, nodeSelector, nodeAffinity."""
     spec = pod.get("spec") or {}
-    found = []
-    if spec.get("nodeName"):
-        found.append("nodeName")
-    if spec.get("nodeSelector"):
-        found.append("nodeSelector")
-    if (spec.get("affinity") or {}).get("nodeAffinity"):
-        found.append("affinity.nodeAffinity")
-    return found
+    conditions = {
+        "nodeName": spec.get("nodeName"),
+        "nodeSelector": spec.get("nodeSelector"),
+        "affinity.nodeAffinity": (spec.get("affinity") or {}).get("nodeAffinity"),
+    }
+    return [name for name, value in conditions.items() if value]
 
 
 def pending_reason(pod: JsonObject, limit: int = 300) -> str | None:
@@ -247,13 +240,11 @@ def _rbac_denial(exc: ApiError) -> bool:
 
 
 class LabState:
-    """One read of the lab, shared by every check; grading only reads (plus dry-runs).
+    """The cluster read: its queries and dry-runs one after another in one background thread.
 
-    The queries, and the server-side dry-runs the graders declared, run one after another in
-    a single background thread, on one keep-alive connection, while the grader does
-    everything else; a check waits only for the query it reads. Measured on the lab's two
-    cores, firing them all at once in parallel threads was no faster (every thread pays a TLS
-    handshake, and the apiserver shares the same cores) and cost twice the CPU.
+    One thread, one keep-alive connection; a check waits only for the query it reads. Measured
+    on the lab's two cores, parallel threads were no faster (each pays a TLS handshake, and the
+    apiserver shares the cores) and cost twice the CPU.
     """
 
     # The engine's own read: the kube-system namespace's uid names the cluster graded.
@@ -282,8 +273,7 @@ class LabState:
         self._ready = {key: threading.Event() for key in self._paths}
         self._thread: threading.Thread | None = None
         self._offline = False  # answers recorded in a snapshot: nothing is ever asked
-        # the keys the checks asked for (get), which is what `gpushare watch` grades a step
-        # again on: a change to anything else cannot change its verdict
+        # the keys the checks read: `gpushare watch` grades a step again when one changes
         self.touched: set[str] = set()
 
     def start(self) -> LabState:
@@ -315,14 +305,12 @@ class LabState:
         return self.client
 
     def _answer(self, key: str) -> Fetched:
+        """A dry-run's verdict, or a GET: 404 is an answer (absence), any other error means we
+        could not read."""
         if key in self._dry_runs:
             return self._dry_run(*self._dry_runs[key])
-        return self._fetch(self._paths[key])
-
-    def _fetch(self, path: str) -> Fetched:
-        """A GET: 404 is an answer (absence); any other error means we could not read."""
         try:
-            return Fetched(self._live().get_or_none(path))
+            return Fetched(self._live().get_or_none(self._paths[key]))
         except (ApiError, Unreachable) as exc:
             return Fetched(None, str(exc))
         except Exception as exc:  # a grader bug must fail the checks, not hang them
@@ -341,14 +329,12 @@ class LabState:
             if body.get("kind") not in lab.dry_run_kinds:
                 raise LabDefinitionError(f"{lab.path}: [dry_run] kinds has no {body.get('kind')!r}")
             self._live().create(lab.collection(body, namespace), body, dry_run=True)
-        except LabDefinitionError as exc:  # the lab's own slip: the read is void, not a verdict
+        except (LabDefinitionError, Unreachable) as exc:  # the lab's slip is void, not a verdict
             return Fetched(None, str(exc))
         except ApiError as exc:
             if exc.status in (401, 429) or exc.status >= 500 or _rbac_denial(exc):
                 return Fetched(None, str(exc))
             return Fetched(exc)
-        except Unreachable as exc:
-            return Fetched(None, str(exc))
         return Fetched(None)
 
     # -- as a snapshot holds it ---------------------------------------------------
@@ -401,10 +387,9 @@ class LabState:
             else:
                 value = answer.get("value")
             state._fetched[key] = Fetched(value, answer.get("unreadable"))
-        for key in state._ready:
-            if key not in state._fetched:
-                state._fetched[key] = Fetched(None, "not in the snapshot (an older format?)")
-            state._ready[key].set()
+        for key, ready in state._ready.items():
+            state._fetched.setdefault(key, Fetched(None, "not in the snapshot (an older format?)"))
+            ready.set()
         state._offline = True
         return state
 
@@ -432,8 +417,7 @@ class LabState:
 
     def describe(self, key: str) -> str:
         if key in self._dry_runs:
-            ns, body = self._dry_runs[key]
-            return f"the dry-run of {_kind(body)} {ns}/{_name(body)} (POST ?dryRun=All)"
+            return _dry_run_named(*self._dry_runs[key]) + " (POST ?dryRun=All)"
         return f"{key} (GET {self._paths[key]})"
 
     def close(self) -> None:
@@ -442,14 +426,16 @@ class LabState:
 
     # -- typed views ---------------------------------------------------------------
 
-    def _value(self, key: str) -> Json:
+    def read(self, key: str) -> Json:
+        """A read a grader declared in its module's ``READS`` (key -> API path): the object,
+        or None when it does not exist."""
         f = self.get(key)
         if f.unreadable:
             raise ClusterUnreadable(self.describe(key), f.unreadable)
         return f.value
 
     def _items(self, key: str) -> list[JsonObject]:
-        return list((self._value(key) or {}).get("items") or [])
+        return list((self.read(key) or {}).get("items") or [])
 
     def namespace_names(self) -> set[str]:
         return {n["metadata"]["name"] for n in self._items("namespaces")}
@@ -463,11 +449,6 @@ class LabState:
     def quotas(self, namespace: str) -> dict[str, JsonObject]:
         return {q["metadata"]["name"]: q for q in self._items(f"quotas:{namespace}")}
 
-    def read(self, key: str) -> Json:
-        """A read a grader declared in its module's ``READS`` (key -> API path): the object,
-        or None when it does not exist."""
-        return self._value(key)
-
     def dry_run_create(self, namespace: str, body: JsonObject) -> ApiError | None:
         """The apiserver's verdict on creating ``body`` now (None: admitted).
 
@@ -475,28 +456,24 @@ class LabState:
         module), so every check judges the same moment; asked now otherwise.
         """
         key = dry_run_key(namespace, body)
-        if key not in self._ready and self._offline:
-            raise ClusterUnreadable(
-                f"the dry-run of {_kind(body)} {namespace}/{_name(body)}",
-                "the snapshot holds no answer for this request",
-            )
         if key not in self._ready:
+            if self._offline:
+                raise ClusterUnreadable(
+                    _dry_run_named(namespace, body), "the snapshot holds no answer for this request"
+                )
             self._dry_runs[key] = (namespace, body)
             self._paths[key] = ""
             self._ready[key] = threading.Event()
             self._fetched[key] = self._dry_run(namespace, body)
             self._ready[key].set()
-        verdict = self._value(key)  # a dry-run's answer: its ApiError, or None when admitted
+        verdict = self.read(key)  # a dry-run's answer: its ApiError, or None when admitted
         return verdict if isinstance(verdict, ApiError) else None
 
 
-def _kind(body: JsonObject) -> str:
-    """``pod`` for a Pod: how a dry-run's object is named in a message."""
-    return str(body.get("kind") or "object").lower()
-
-
-def _name(body: JsonObject) -> object:
-    return (body.get("metadata") or {}).get("name")
+def _dry_run_named(namespace: str, body: JsonObject) -> str:
+    """``the dry-run of pod ns/name``: how a dry-run is named in a message."""
+    kind = str(body.get("kind") or "object").lower()
+    return f"the dry-run of {kind} {namespace}/{(body.get('metadata') or {}).get('name')}"
 
 
 def dry_run_key(namespace: str, body: JsonObject) -> str:

@@ -1,9 +1,8 @@
-"""Readers every lab's checks use on what they judge, knowing no lab: a path into an API
-object, a learner's file as read, one object of a file, the line a key sits on, a pod's ask.
+"""Readers every lab's checks use, knowing no lab: a path into an API object, a learner's file
+as read, one object of a file, the line a key sits on, a pod's ask.
 
-Each returns a value or fails the check with a problem (``fail``); none crashes on learner
-input. Their texts (``in_namespace``, ``objects_are``) are the engine's catalog's, so a lab
-uses them without writing them again.
+Each returns a value or fails the check (``fail``); none crashes on learner input. Their texts
+are the engine's catalog's, so a lab does not write them again.
 """
 
 from __future__ import annotations
@@ -26,11 +25,9 @@ def dig(obj: Json, *path: str | int) -> Json:
         if isinstance(p, int):
             if not isinstance(obj, list) or len(obj) <= p:
                 return None
-            obj = obj[p]
-        else:
-            if not isinstance(obj, dict) or p not in obj:
-                return None
-            obj = obj[p]
+        elif not isinstance(obj, dict) or p not in obj:
+            return None
+        obj = obj[p]
     return obj
 
 
@@ -53,9 +50,7 @@ def show_yaml(value: object, limit: int = 120) -> str:
     text: str = yaml.safe_dump(
         _plain(value), default_flow_style=True, allow_unicode=True, width=10_000
     ).strip()
-    if text.endswith("\n..."):
-        text = text[: -len("\n...")]
-    text = " ".join(text.split())
+    text = " ".join(text.removesuffix("\n...").split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

@@ -1,24 +1,12 @@
-"""The pytest plugin behind ``pytest graders/``.
+"""The pytest plugin behind ``pytest graders/``: ``gpushare grade``'s options and session
+(:mod:`gpushare.grading.grade`), with pytest collecting and calling the checks.
 
-It is registered by the checkout's root ``conftest.py`` and stays dormant unless the collected
-items include grader checks (``@check``), so the project's own tests never start a cluster.
-It takes the options ``gpushare grade`` takes (:data:`gpushare.grading.grade.SHARED_OPTIONS`)
-and gets its :class:`~gpushare.grading.session.GradeSession` the same way
-(:func:`gpushare.grading.grade.open_session`: the snapshot, the paths and the sandbox are
-settled there, once for both). When it wakes it:
-
-- starts the background work the collected steps declare (``BACKGROUND``: a learner's script
-  runs, say), and offers each piece to the checks as a fixture of the same name;
-- connects, in the session fixture ``lab``, when the first check that judges the cluster
-  runs (``--kubeconfig``, else ``$KUBECONFIG``, else the lab cluster, graded as it is: never
-  started or repaired); collection (``--collect-only``, ``-k``) starts nothing. A cluster that
-  cannot be reached ends the run with exit status 2 and one line; one that cannot be read
-  makes every check that judges it an error (JUnit ``<error>``) and the run exit 2;
-- turns each check's failure into feedback in the learner's language, as the report's
-  longrepr (so pytest's own output carries it, with no traceback);
-- adds up the points, writes ``--json``, and writes ``--junitxml`` with gpushare's own JUnit
-  writer (:mod:`gpushare.reports.junit`, the same file ``gpushare grade`` writes) instead of
-  pytest's.
+Registered by the root ``conftest.py``, dormant unless grader checks (``@check``) are
+collected, so the project's own tests never start a cluster; collection alone starts nothing.
+The steps' background work becomes fixtures of its names; the fixture ``lab`` connects when the
+first check that judges the cluster runs (unreachable: exit 2, one line; unreadable: each such
+check an error, exit 2); feedback is the report's longrepr, with no traceback; ``--junitxml``
+is gpushare's JUnit writer's file, the one ``gpushare grade`` writes, not pytest's.
 """
 
 from __future__ import annotations
@@ -206,7 +194,7 @@ def pytest_runtest_makereport(
             gs.record(meta, item.nodeid, True, None, "")
         else:
             exc = call.excinfo.value if call.excinfo else RuntimeError("unknown")
-            failure, error = gs.feedback(meta["number"], exc)
+            failure, error = gs.feedback(exc)
             gs.record(meta, item.nodeid, False, failure, error)
             # cleaned for pytest's terminal and XML
             text = gs.said(meta["number"])

@@ -1,10 +1,8 @@
-"""``gpushare grade``'s own runner: the graders' check functions, called directly.
+"""``gpushare grade``'s own runner: the graders' ``@check`` functions, called directly.
 
-The graders in ``graders/`` are plain functions marked with ``@check``; pytest collects them
-for ``pytest graders/``, and this module calls the very same functions, with the same inputs
-from :class:`~gpushare.grading.session.GradeSession`, for ``gpushare grade``, without pytest's
-import and collection (see :mod:`gpushare.grading.grade`); a test of ours grades through both
-entry points and compares every result.
+pytest collects the same functions for ``pytest graders/``; here they get the same inputs from
+the :class:`~gpushare.grading.session.GradeSession` without pytest's import and collection (a
+test of ours grades through both and compares every result).
 """
 
 from __future__ import annotations
@@ -119,7 +117,7 @@ def _run_all(
             kwargs = {p: session.lab() if p == "lab" else inputs[p] for p in check.parameters()}
             check.function(**kwargs)
         except Exception as exc:
-            failure, error = session.feedback(check.meta["number"], exc)
+            failure, error = session.feedback(exc)
             session.record(check.meta, check.nodeid, False, failure, error)
         else:
             session.record(check.meta, check.nodeid, True, None, "")

@@ -1,18 +1,16 @@
-"""One grading run, independent of who drives it: pytest (``pytest graders/``) or
-``gpushare grade``'s own runner.
+"""One grading run, whoever drives it: pytest (``pytest graders/``) or ``gpushare grade``.
 
-Both entry points get their session from :func:`gpushare.grading.grade.open_session`, call the
-same check functions from ``graders/`` with the same inputs made here (``lab``, ``work`` and
-whatever background work the steps declare, see :mod:`gpushare.grading.background`), turn their
-outcome into feedback here, and add up the same :class:`~gpushare.reports.results.Report`; so
-they see the same checks and the same score by construction, and a test of ours compares the
-two.
+Both get their session from :func:`gpushare.grading.grade.open_session` and call the same
+checks of ``graders/`` with the inputs made here (``lab``, ``work``, the steps' background
+work); the outcomes become feedback and one :class:`~gpushare.reports.results.Report` here, so
+both see the same checks and the same score by construction (a test of ours compares them).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from dataclasses import asdict
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -23,7 +21,7 @@ from gpushare.grading import background
 from gpushare.grading.checks import CheckFailed, CheckMeta, T
 from gpushare.grading.errors import GradeError
 from gpushare.grading.labstate import ClusterUnreadable, LabState
-from gpushare.kube.config import resolve
+from gpushare.kube.config import Target, resolve
 from gpushare.kube.connect import connect
 from gpushare.kube.errors import ApiError, KubeconfigError, Unreachable
 from gpushare.lab import existing
@@ -39,34 +37,26 @@ class GradeSession:
     def __init__(
         self,
         *,
-        workdir: Path,
+        setting: background.Setting,
         kubeconfig: str | None,
         cluster: str | None,
         context: str | None = None,
         lang: str,
-        seed: int,
-        fixtures: Path,
         started: float | None = None,
         snapshot: Snapshot | None = None,
-        unsafe_no_sandbox: bool = False,
     ) -> None:
         """``snapshot``: a loaded :class:`~gpushare.submissions.snapshot.Snapshot` to grade
-        instead of a cluster (``workdir`` is then its unpacked work dir)."""
-        self.workdir = workdir
+        instead of a cluster (the ``setting``'s work dir is then its unpacked work dir)."""
+        self.setting = setting
         self.kubeconfig = kubeconfig
         self.context = context
         self.cluster = cluster
         self.lang = lang
-        self.seed = seed
-        self.fixtures = fixtures
         self.started = started if started is not None else time.monotonic()
         self.results: dict[str, results.CheckResult] = {}
         self.server: str | None = None
         self.identity: JsonObject | None = None  # what was graded, once connected
         self.snapshot = snapshot
-        # a snapshot's work dir as the learner had it, not our scratch copy of it
-        self.shown_workdir = snapshot.manifest.get("workdir") if snapshot else None
-        self.unsafe_no_sandbox = unsafe_no_sandbox
         self.doing = "grade"  # what a cluster that cannot be read stops: "capture" for a snapshot
         self.could_not_grade: str | None = None  # why, when the cluster could not be read
         self.could_not_grade_detail: T | None = None  # the same, in the learner's language
@@ -77,25 +67,16 @@ class GradeSession:
         self.background = background.Started()  # what the steps declared, once started
         self.active = False
         # one per session: it caches parsed files
-        self.work = Workdir(workdir, snapshot.recorded if snapshot else None)
+        self.work = Workdir(setting.workdir, snapshot.recorded if snapshot else None)
 
     def start_background(self, wanted: dict[str, background.Starter]) -> None:
-        """Start the background work the graded checks ask for (the steps' ``BACKGROUND``)
-        that is not going yet, in the sandbox :func:`background.start_all` chooses; GradeError
-        when it cannot be had."""
+        """Start what of ``wanted`` is not going yet (:func:`background.start_all` chooses the
+        sandbox); GradeError when it cannot be had."""
         todo = {k: v for k, v in wanted.items() if k not in self.background.works}
         if not todo:
             return
         try:
-            started = background.start_all(
-                todo,
-                workdir=self.workdir,
-                shown_workdir=self.shown_workdir,
-                fixtures=self.fixtures,
-                seed=self.seed,
-                strangers=self.snapshot is not None,
-                unsafe_no_sandbox=self.unsafe_no_sandbox,
-            )
+            started = background.start_all(todo, self.setting)
         except background.BackgroundError as exc:
             raise GradeError(f"gpushare: {exc}") from None
         self.adopt(started)
@@ -134,40 +115,16 @@ class GradeSession:
             self.identity.update(self._runtimes(manifest.get("runtime") or {}))
             self.state = LabState.recorded(self.snapshot.cluster, reads, hint_reads)
             return self.state
-        # The lab is graded as it is, like any other cluster: never started or repaired here
-        # (a node the learner deleted stays deleted); `make grade` neither, `make up` does.
+        # graded as it is: never started or repaired (a node the learner deleted stays deleted)
         target = resolve(self.kubeconfig, self.context, self.cluster)
         try:
             client, identity = connect(target, timeout=3.0)
-            self.identity = identity.as_dict()
+            self.identity = asdict(identity)
             self.server = client.server
             client.get("/version")
             client.timeout = 10.0
-        except KubeconfigError as exc:
-            if target.is_lab and target.cluster and not Path(target.kubeconfig).exists():
-                raise GradeError(
-                    "gpushare: " + existing.not_up(target.cluster, self.doing)
-                ) from None
-            raise GradeError(f"gpushare: {exc}") from None
-        except Unreachable as exc:
-            hint = (
-                f"Start the lab with `make up` (or `gpushare up --cluster {target.cluster}`)"
-                if target.is_lab
-                else "Check that cluster"
-            )
-            raise GradeError(
-                f"gpushare: could not {self.doing}: {exc} ({target.source} {target.kubeconfig}). "
-                f"{hint}, or pass --kubeconfig FILE for another cluster."
-            ) from None
-        except ApiError as exc:
-            raise GradeError(
-                f"gpushare: could not {self.doing}: the apiserver at {self.server} refused us "
-                f"({exc}); check the credentials in {target.kubeconfig}"
-            ) from None
-        except Exception as exc:  # anything else on the way: one line, exit 2
-            raise GradeError(
-                f"gpushare: could not {self.doing} ({target.kubeconfig}): {exc}"
-            ) from None
+        except Exception as exc:  # anything on the way: one line, exit 2
+            raise GradeError("gpushare: " + self._unreached(target, exc)) from None
         dry_runs: list[tuple[str, JsonObject]] = []
         for module in modules:  # and the server-side dry-runs it declares
             declare = getattr(module, "dry_runs", None)
@@ -175,6 +132,29 @@ class GradeSession:
                 dry_runs.extend(declare(self.work))
         self.state = LabState(client, dry_runs, reads, hint_reads).start()
         return self.state
+
+    def _unreached(self, target: Target, exc: Exception) -> str:
+        """Why the cluster could not be talked to, and what to do about it."""
+        if isinstance(exc, KubeconfigError):
+            if target.is_lab and target.cluster and not Path(target.kubeconfig).exists():
+                return existing.not_up(target.cluster, self.doing)
+            return str(exc)
+        if isinstance(exc, Unreachable):
+            hint = (
+                f"Start the lab with `make up` (or `gpushare up --cluster {target.cluster}`)"
+                if target.is_lab
+                else "Check that cluster"
+            )
+            return (
+                f"could not {self.doing}: {exc} ({target.source} {target.kubeconfig}). "
+                f"{hint}, or pass --kubeconfig FILE for another cluster."
+            )
+        if isinstance(exc, ApiError):
+            return (
+                f"could not {self.doing}: the apiserver at {self.server} refused us "
+                f"({exc}); check the credentials in {target.kubeconfig}"
+            )
+        return f"could not {self.doing} ({target.kubeconfig}): {exc}"
 
     def graded(self) -> JsonObject | None:
         """What was graded, as every result records it; live, with the kube-system namespace's
@@ -187,7 +167,7 @@ class GradeSession:
     def _runtimes(self, learner: dict[str, str]) -> dict[str, str]:
         """The learner's python3 and PyYAML (as captured) against those the script gets here,
         so a grade says so where they differ (a script may behave differently on another)."""
-        if self.unsafe_no_sandbox:
+        if self.setting.unsafe_no_sandbox:
             # lazy: 5 ms that a live grade never needs (a snapshot's grade has it loaded)
             from gpushare.submissions.snapshot import learner_runtime
 
@@ -240,13 +220,11 @@ class GradeSession:
 
     # -- outcomes -------------------------------------------------------------------
 
-    def feedback(self, number: str, exc: BaseException) -> tuple[Failure, str]:
-        """(the failure as data, the kind of error) for a check that raised: said only when an
-        output is written (gpushare.reports.messages.render), in the report's language.
-
-        The kind is "" for the learner's own failure, "cluster" when the grader could not read
-        the cluster (the grade is void: exit 2, no score), "grader" for a bug of ours.
-        """
+    def feedback(self, exc: BaseException) -> tuple[Failure, str]:
+        """(the failure as data, the kind of error) for a check that raised; put in words only
+        when an output is written (``messages.render``). The kind: "" for the learner's own
+        failure, "cluster" when the cluster could not be read (void: exit 2, no score),
+        "grader" for a bug of ours."""
         whole = isinstance(exc, ApiError | Unreachable)
         if whole:  # a read outside LabState: same verdict
             exc = ClusterUnreadable("the cluster", str(exc))
@@ -263,9 +241,8 @@ class GradeSession:
         if isinstance(exc, CheckFailed):
             return exc.failure, ""
         error = f"{type(exc).__name__}: {exc}"[:300]
-        return Failure(problem=T("grader_error", error=error), kind="grader", check_hint=False), (
-            "grader"
-        )
+        failure = Failure(problem=T("grader_error", error=error), kind="grader", check_hint=False)
+        return failure, "grader"
 
     def time_out(self, metas: list[CheckMeta], nodeids: list[str], running: str | None) -> None:
         """The deadline struck: every check without a result becomes an error saying what was
@@ -325,13 +302,14 @@ class GradeSession:
         )
 
     def report(self) -> results.Report:
+        shown = self.setting.shown_workdir
         ordered = sorted(self.results.values(), key=lambda r: results.number_key(r.number))
         return results.Report(
             checks=ordered,
             execution_time=time.monotonic() - self.started,
             lang=self.lang,
-            seed=self.seed,
-            workdir=str(self.workdir if self.shown_workdir is None else self.shown_workdir),
+            seed=self.setting.seed,
+            workdir=str(self.setting.workdir if shown is None else shown),
             server=self.server,
             cluster=self.graded(),
             could_not_grade=self.could_not_grade,

@@ -1,11 +1,9 @@
 """``gpushare submit`` (``make submit``): the learner's hand-in, one snapshot file in the work dir.
 
-The learner id names the file an instructor receives. In the lab pod the user name is ``root``
-for every learner, so it is never the default: ``--learner``, else ``$GPUSHARE_LEARNER`` (a lab
-pod may set it), else the id given the last time, else the learner is asked, once, on the
-terminal (and the answer kept for the next time). The file goes into the work dir, which the
-learner can see and download, not into the checkout; the command says where it is and what to
-do with it, in the learner's language.
+The learner id names the file. In the lab pod every learner is ``root``, so the user name is
+never the default: ``--learner``, else ``$GPUSHARE_LEARNER`` (a lab pod may set it), else the id
+given last time, else the learner is asked once on the terminal (the answer kept). The file
+goes into the work dir, which the learner can see and download, not into the checkout.
 """
 
 from __future__ import annotations
@@ -26,16 +24,13 @@ class NoLearner(Exception):
     """No learner id given, and no terminal to ask on."""
 
 
-def remembered() -> Path:
-    """Where the id given at the prompt is kept (``$XDG_CONFIG_HOME/gpushare/learner``)."""
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "gpushare" / "learner"
-
-
 def learner_id(option: str | None, ask: Callable[[], str] | None, store: Path | None = None) -> str:
     """The learner id, by the rule of this module's docstring; ``ask`` (None: no terminal)
-    prompts for it. NoLearner when there is none to be had."""
-    store = store or remembered()
+    prompts for it, the answer kept in ``store`` (``$XDG_CONFIG_HOME/gpushare/learner``).
+    NoLearner when there is none to be had."""
+    if store is None:
+        base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+        store = Path(base) / "gpushare" / "learner"
     for value in (option, os.environ.get("GPUSHARE_LEARNER")):
         if value and value.strip():
             return value.strip()

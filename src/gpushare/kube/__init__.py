@@ -1,10 +1,7 @@
 """Talking to a Kubernetes API: which cluster and who we are, one small transport, the verbs.
 
-Layered like lightkube's ``config`` -> client adapter -> core, lowest first:
-:mod:`~gpushare.kube.errors` (what can go wrong), :mod:`~gpushare.kube.config` (kubeconfig
-precedence, parsing, credentials, identity), :mod:`~gpushare.kube.verbs` (the calls gpushare
-makes and how an answer is decoded), :mod:`~gpushare.kube.transport` (our small HTTP client for
-the lab's own kubeconfig) and :mod:`~gpushare.kube.official` (the same verbs over the official
-``kubernetes`` package, for every kubeconfig a user names), :mod:`~gpushare.kube.connect`
-(which of the two a target gets). Nothing here knows the lab: its lifecycle is ``gpushare.lab``.
+Lowest first, as lightkube layers ``config`` -> client adapter -> core: errors, config
+(kubeconfigs), verbs (the calls, the answers), transport (ours, for the lab's kubeconfig) and
+official (the ``kubernetes`` package, for any other), connect (which one). Nothing here knows
+the lab: its lifecycle is ``gpushare.lab``.
 """

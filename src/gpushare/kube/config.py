@@ -1,15 +1,11 @@
 """Which cluster a command talks to, and who we are there: kubeconfigs read as kubectl reads them.
 
-Precedence, the same for ``gpushare grade``, ``pytest graders/`` and ``gpushare solve``:
-``--kubeconfig FILE``, else ``$KUBECONFIG`` (a list of files, merged the way kubectl merges
-them: the first file to set a key wins), else the lab cluster's own kubeconfig (``--cluster``,
-else ``GPUSHARE_CLUSTER``, else ``gpushare``). Resolving reads nothing and starts nothing: a
-lab that is not up is graded as not up (``make up`` starts it; ``make grade`` never does).
-``--context NAME`` picks a context, else the merged current-context.
-
-Also here: the parsing of the lab's own kubeconfig for our small client (kwokctl writes it: a CA,
-a client certificate and a loopback server, nothing else), and the helpers that read a user's
-kubeconfig files in kubectl's order for the official loader (:mod:`gpushare.kube.official`).
+Precedence (``gpushare grade``, ``pytest graders/``, ``gpushare solve``): ``--kubeconfig FILE``,
+else ``$KUBECONFIG`` (files merged as kubectl merges them: the first to set a key wins), else
+the lab cluster's kubeconfig (``--cluster``, else ``GPUSHARE_CLUSTER``, else ``gpushare``);
+``--context NAME``, else the merged current-context. Resolving reads and starts nothing: a lab
+that is not up is graded as not up. Also here: the lab's own kubeconfig (kwokctl writes a CA,
+a client certificate and a loopback server) parsed for our small client.
 """
 
 from __future__ import annotations
@@ -17,8 +13,7 @@ from __future__ import annotations
 import base64
 import os
 import ssl
-import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -39,7 +34,7 @@ class Target:
     source: str  # "--kubeconfig", "KUBECONFIG" or "lab"
     context: str | None = None
     cluster: str | None = None  # the lab cluster's name, when source == "lab"
-    files: tuple[str, ...] = field(default=())
+    files: tuple[str, ...] = ()
 
     @property
     def is_lab(self) -> bool:
@@ -50,14 +45,12 @@ def resolve(
     kubeconfig: str | None = None,
     context: str | None = None,
     cluster: str | None = None,
-    environ: dict[str, str] | None = None,
 ) -> Target:
     """Which kubeconfig a command uses, by kubectl's precedence; nothing is read yet."""
-    env = os.environ if environ is None else environ
     if kubeconfig:
         path = str(Path(kubeconfig).expanduser())
         return Target(path, "--kubeconfig", context, None, (path,))
-    listed = [p for p in env.get("KUBECONFIG", "").split(os.pathsep) if p]
+    listed = [p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
     if listed:
         files = tuple(str(Path(p).expanduser()) for p in listed)
         return Target(os.pathsep.join(files), "KUBECONFIG", context, None, files)
@@ -75,7 +68,8 @@ def lab_kubeconfig(path: str) -> bool:
 
 @dataclass(frozen=True)
 class Identity:
-    """What was graded: recorded in results.json, JUnit properties and the terminal footer."""
+    """What was graded, in results.json, JUnit properties and the terminal footer (in this
+    order)."""
 
     kubeconfig: str
     kubeconfig_source: str  # a Target's source
@@ -83,9 +77,6 @@ class Identity:
     cluster: str
     server: str
     user: str
-
-    def as_dict(self) -> dict[str, str]:
-        return asdict(self)  # the fields' order is the results' order
 
 
 # --------------------------------------------------------------------------- the lab's own file
@@ -187,46 +178,3 @@ def load_kubeconfig(path: str | os.PathLike[str], context: str | None = None) ->
         cluster=str(ctx.get("cluster") or ""),
         user=str(ctx.get("user") or ""),
     )
-
-
-# --------------------------------------------------------------------------- a user's files
-
-
-def documents(target: Target) -> list[Entry]:
-    """The kubeconfig files of ``target`` as mappings, in kubectl's order (unreadable: none)."""
-    docs = []
-    for f in target.files:
-        try:
-            doc = yaml.safe_load(Path(f).read_text())
-        except (OSError, yaml.YAMLError):
-            continue
-        if isinstance(doc, dict):
-            docs.append(doc)
-    return docs
-
-
-def current_context(target: Target, docs: list[Entry]) -> str | None:
-    """``--context``, else the first file's current-context (kubectl: the first to set it wins;
-    the official Python merger lets the last one win, so we choose and pass it explicitly)."""
-    return target.context or next(
-        (d["current-context"] for d in docs if d.get("current-context")), None
-    )
-
-
-def user_entry(docs: list[Entry], name: str) -> Entry:
-    """The merged ``users[name].user`` (first file wins, as kubectl merges)."""
-    for doc in docs:
-        for item in doc.get("users") or []:
-            if isinstance(item, dict) and item.get("name") == name:
-                return item.get("user") or {}
-    return {}
-
-
-def interactive_plugin(user: Entry) -> str | None:
-    """The command of an exec plugin that needs a person at a terminal, when none is here."""
-    exec_conf = user.get("exec") or {}
-    if exec_conf.get("interactiveMode") != "Always":
-        return None
-    if sys.stdin.isatty() and sys.stdout.isatty():
-        return None
-    return str(exec_conf.get("command") or "?")

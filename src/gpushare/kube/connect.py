@@ -1,9 +1,8 @@
 """Which client a target gets: ours for the lab's own kubeconfig, the official one otherwise.
 
-The split is measured, not assumed (docs/performance.md, "The small client"): the official package's
-import is about 0.19 s (a grade through it takes 0.13-0.15 s longer), which the lab's
-kwokctl-written kubeconfig does not need; every other kubeconfig may log in in ways only the
-official loader knows."""
+Measured (docs/performance.md, "The small client"): the official package's import is about
+0.19 s (a grade 0.13-0.15 s longer), which the lab's kwokctl-written kubeconfig does not need;
+any other kubeconfig may log in in ways only the official loader knows."""
 
 from __future__ import annotations
 

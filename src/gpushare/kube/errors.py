@@ -23,8 +23,6 @@ class Unreachable(Exception):
 
     def __init__(self, server: str, detail: str) -> None:
         super().__init__(f"cannot reach the Kubernetes API at {server}: {detail}")
-        self.server = server
-        self.detail = detail
 
 
 class KubeconfigError(Exception):

@@ -1,30 +1,24 @@
 """The verbs over the official ``kubernetes`` package: every kubeconfig a user names.
 
-Its loader is kubectl's peer, so every way of logging in that it supports works here too: exec
-credential plugins (v1 and v1beta1), token and tokenFile, client certificates and CAs as files
-or data, insecure-skip-tls-verify, tls-server-name, proxy-url and HTTPS_PROXY/NO_PROXY;
-requests then go through its own urllib3-based transport. The package is the optional extra
-``live`` (``pip install 'gpushare[live]'``; ``make install`` installs it): grading snapshots
-(the grading image, Gradescope) never imports it, so it is imported when a client is loaded.
+Its loader is kubectl's peer: exec credential plugins (v1, v1beta1), token and tokenFile,
+certificates and CAs as files or data, insecure-skip-tls-verify, tls-server-name, proxy-url,
+HTTPS_PROXY/NO_PROXY; requests go through its urllib3 transport. It is the optional extra
+``live`` (``make install`` installs it), imported only when a client is loaded: grading
+snapshots (the grading image, Gradescope) goes without it.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 from pathlib import Path
 
+import yaml
+
 from gpushare.data import Json, Untyped
-from gpushare.kube.config import (
-    Entry,
-    Identity,
-    Target,
-    current_context,
-    documents,
-    interactive_plugin,
-    user_entry,
-)
+from gpushare.kube.config import Entry, Identity, Target
 from gpushare.kube.errors import KubeconfigError, Unreachable
-from gpushare.kube.verbs import Verbs, decode
+from gpushare.kube.verbs import Params, Verbs
 
 LIVE_MISSING = (
     "a kubeconfig you name is read by the official kubernetes package, which is not installed "
@@ -32,33 +26,25 @@ LIVE_MISSING = (
 )
 
 
-class _LoaderLog(logging.Handler):
-    """Collects what the official loader logs: it logs a failed exec plugin and goes on."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
-
-
 class OfficialClient(Verbs):
     """The same calls as :class:`gpushare.kube.transport.Client`, over the official package.
 
-    Thread-safe: urllib3's pool is. Errors become ours: an answer with an error status is an
-    :class:`ApiError`, no answer at all is :class:`Unreachable`.
+    Thread-safe: urllib3's pool is shared by threads (so nothing to close per thread). Errors
+    become ours: an error status is an :class:`ApiError`, no answer at all :class:`Unreachable`.
     """
 
     def __init__(self, api_client: Untyped, identity: Identity, timeout: float) -> None:
         """``api_client``: a ``kubernetes.client.ApiClient``."""
         self.api = api_client
         self.identity = identity
+        self.server = identity.server
         self.timeout = timeout
 
     @classmethod
     def load(cls, target: Target, timeout: float = 10.0) -> OfficialClient:
         try:  # lazy: 0.19 s of imports, for the kubeconfigs a user names only (module docstring)
+            from logging.handlers import BufferingHandler
+
             from kubernetes import client as k8s_client
             from kubernetes import config as k8s_config
             from kubernetes.config.config_exception import ConfigException
@@ -68,16 +54,18 @@ class OfficialClient(Verbs):
         missing = [f for f in target.files if not Path(f).is_file()]
         if missing and len(missing) == len(target.files):
             raise KubeconfigError(f"kubeconfig not found: {', '.join(missing)} ({target.source})")
-        log = _LoaderLog()
+        # the loader logs a failed exec plugin and goes on: what it logs is kept, for the error
+        log = BufferingHandler(capacity=sys.maxsize)
+        log.setLevel(logging.WARNING)
         root = logging.getLogger()
         root.addHandler(log)
         try:
             contexts, _ = k8s_config.list_kube_config_contexts(target.kubeconfig)  # type: ignore[no-untyped-call]  # kubernetes has no types
-            docs = documents(target)
-            chosen = _chosen(target, contexts, current_context(target, docs))
+            docs = _documents(target)
+            chosen = _chosen(target, contexts, _current_context(target, docs))
             ctx = chosen.get("context") or {}
             user_name = str(ctx.get("user") or "")
-            user = user_entry(docs, user_name)
+            user = _user_entry(docs, user_name)
             _refuse_interactive(user_name, user)
             configuration = k8s_client.Configuration()
             k8s_config.load_kube_config(  # type: ignore[no-untyped-call]  # kubernetes has no types
@@ -95,7 +83,8 @@ class OfficialClient(Verbs):
         if user.get("exec") and not (
             configuration.api_key.get("BearerToken") or configuration.cert_file
         ):
-            why = "; ".join(log.lines) or "it gave neither a token nor a client certificate"
+            logged = "; ".join(record.getMessage() for record in log.buffer)
+            why = logged or "it gave neither a token nor a client certificate"
             raise KubeconfigError(f"the exec credential plugin of user {user_name!r} failed: {why}")
         identity = Identity(
             kubeconfig=target.kubeconfig,
@@ -107,32 +96,16 @@ class OfficialClient(Verbs):
         )
         return cls(k8s_client.ApiClient(configuration), identity, timeout)
 
-    @property
-    def server(self) -> str:
-        return self.identity.server
-
-    def close(self) -> None:
-        """Connections are pooled by urllib3 and shared by threads: nothing per thread."""
-
     def shutdown(self) -> None:
         self.api.close()
 
-    def request(
-        self,
-        method: str,
-        path: str,
-        body: Json = None,
-        *,
-        content_type: str = "application/json",
-        params: dict[str, str] | None = None,
-    ) -> Json:
+    def _send(
+        self, method: str, path: str, body: Json, headers: dict[str, str], params: Params
+    ) -> tuple[int, str, bytes | None]:
         # lazy as in load(), which has imported them: no cost here
         import urllib3
         from kubernetes.client.exceptions import ApiException
 
-        headers = {"Accept": "application/json"}
-        if body is not None:
-            headers["Content-Type"] = content_type
         try:
             serialized = self.api.param_serialize(
                 method,
@@ -159,7 +132,7 @@ class OfficialClient(Verbs):
             if not exc.status:  # TLS and friends
                 raise Unreachable(self.server, str(exc.reason)) from None
             raise
-        return decode(response.status, response.reason or "", raw)
+        return response.status, response.reason or "", raw
 
 
 def _reason(exc: Exception) -> str:
@@ -183,10 +156,46 @@ def _chosen(target: Target, contexts: list[Untyped], wanted: str | None) -> Unty
 
 def _refuse_interactive(user_name: str, user: Entry) -> None:
     """A login that asks at a terminal would hang a grade: refuse it, saying what to do."""
-    interactive = interactive_plugin(user)
-    if interactive:
-        raise KubeconfigError(
-            f"user {user_name!r} logs in with {interactive!r}, which needs an interactive "
-            "login (exec interactiveMode: Always) and no terminal is attached; log in "
-            "first and pass a kubeconfig with a token, or run from a terminal"
-        )
+    exec_conf = user.get("exec") or {}
+    if exec_conf.get("interactiveMode") != "Always":
+        return
+    if sys.stdin.isatty() and sys.stdout.isatty():
+        return
+    raise KubeconfigError(
+        f"user {user_name!r} logs in with {str(exec_conf.get('command') or '?')!r}, which needs "
+        "an interactive login (exec interactiveMode: Always) and no terminal is attached; log "
+        "in first and pass a kubeconfig with a token, or run from a terminal"
+    )
+
+
+# --------------------------------------------------------------------------- a user's files
+
+
+def _documents(target: Target) -> list[Entry]:
+    """The kubeconfig files of ``target`` as mappings, in kubectl's order (unreadable: none)."""
+    docs = []
+    for f in target.files:
+        try:
+            doc = yaml.safe_load(Path(f).read_text())
+        except (OSError, yaml.YAMLError):
+            continue
+        if isinstance(doc, dict):
+            docs.append(doc)
+    return docs
+
+
+def _current_context(target: Target, docs: list[Entry]) -> str | None:
+    """``--context``, else the first file's current-context (kubectl: the first to set it wins;
+    the official Python merger lets the last one win, so we choose and pass it explicitly)."""
+    return target.context or next(
+        (d["current-context"] for d in docs if d.get("current-context")), None
+    )
+
+
+def _user_entry(docs: list[Entry], name: str) -> Entry:
+    """The merged ``users[name].user`` (first file wins, as kubectl merges)."""
+    for doc in docs:
+        for item in doc.get("users") or []:
+            if isinstance(item, dict) and item.get("name") == name:
+                return item.get("user") or {}
+    return {}

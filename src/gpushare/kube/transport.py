@@ -1,19 +1,14 @@
 """Our small HTTP client for the lab's own kubeconfig: one keep-alive connection per thread.
 
-Why not the official ``kubernetes`` package for the lab too: importing it costs about 0.19 s
-(``python -X importtime -c 'import kubernetes.client'``), and a full grade of a solved lab through
-it measured 0.37 s against 0.23 s through this client, with the kubectl script of
-``benchmarks/kubectl_check.sh`` at 0.49 s: over the target of half the script's time
-(docs/performance.md, "The small client"). The lab's kubeconfig is one kwokctl wrote (a CA, a client
-certificate and a loopback server), so nothing of the official loader is missed; every kubeconfig a
-user names goes to :mod:`gpushare.kube.official`.
+Not the official ``kubernetes`` package: its import alone is about 0.19 s, and a grade of a
+solved lab through it measured 0.37 s against 0.23 s here, the kubectl script of
+``benchmarks/kubectl_check.sh`` 0.49 s (docs/performance.md, "The small client"). kwokctl writes
+the lab's kubeconfig (a CA, a client certificate, a loopback server), so nothing of the
+official loader is missed; any kubeconfig a user names goes to :mod:`gpushare.kube.official`.
 
-HTTP/1.1 itself is the standard library's ``http.client`` (TCP_NODELAY set by its ``connect``),
-one keep-alive connection a thread. Its imports (``email``, 10-20 ms with ``python -X importtime``)
-come while the learner's scripts already run, so a grade does not wait for them: a whole grade
-of a solved lab, timed from outside the process, 20 runs each in turn on a loaded 2-core
-machine, took a median 0.59 s CPU and 1.73 s wall through it, against 0.64 s and 1.71 s through
-a hand-written HTTP/1.1 parser (paired ratios: CPU 0.95, wall 0.85, both within the spread).
+HTTP/1.1 is the standard library's ``http.client`` (TCP_NODELAY set by its ``connect``): its
+imports (10-20 ms) overlap the learner's scripts, and a hand-written parser measured no faster
+(median CPU 0.64 s against 0.59 s, wall 1.71 s against 1.73 s, 20 grades each, 2 loaded cores).
 """
 
 from __future__ import annotations
@@ -27,7 +22,7 @@ from urllib.parse import quote, urlencode, urlsplit
 from gpushare.data import Json
 from gpushare.kube.config import Credentials, load_kubeconfig
 from gpushare.kube.errors import KubeconfigError, Unreachable
-from gpushare.kube.verbs import Verbs, decode
+from gpushare.kube.verbs import Params, Verbs
 
 
 def _split_server(server: str) -> tuple[bool, str, int, str]:
@@ -45,6 +40,7 @@ class Client(Verbs):
 
     def __init__(self, creds: Credentials, timeout: float = 10.0) -> None:
         self.creds = creds
+        self.server = creds.server
         self.timeout = timeout
         self._https, self._host, self._port, self._prefix = _split_server(creds.server)
         self._local = threading.local()
@@ -54,10 +50,6 @@ class Client(Verbs):
         cls, path: str | os.PathLike[str], context: str | None = None, timeout: float = 10.0
     ) -> Client:
         return cls(load_kubeconfig(path, context), timeout=timeout)
-
-    @property
-    def server(self) -> str:
-        return self.creds.server
 
     def _conn(self) -> http.client.HTTPConnection:
         conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
@@ -81,24 +73,14 @@ class Client(Verbs):
             conn.close()
             self._local.conn = None
 
-    def request(
-        self,
-        method: str,
-        path: str,
-        body: Json = None,
-        *,
-        content_type: str = "application/json",
-        params: dict[str, str] | None = None,
-    ) -> Json:
-        """One API call; JSON in and out. Retries once on a dropped keep-alive connection."""
+    def _send(
+        self, method: str, path: str, body: Json, headers: dict[str, str], params: Params
+    ) -> tuple[int, str, bytes | None]:
+        """On this thread's connection; once more on a new one if the server dropped it."""
         url = self._prefix + path
         if params:
             url += "?" + urlencode(params, quote_via=quote)  # RFC 3986, as the apiserver reads
-        headers = {"Accept": "application/json"}
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode()
-            headers["Content-Type"] = content_type
+        data = None if body is None else json.dumps(body).encode()
         if self.creds.token:
             headers["Authorization"] = "Bearer " + self.creds.token
         for attempt in (1, 2):
@@ -117,4 +99,4 @@ class Client(Verbs):
             except (OSError, http.client.HTTPException, ValueError) as exc:
                 self.close()
                 raise Unreachable(self.server, str(exc) or type(exc).__name__) from exc
-        return decode(status, reason, raw)
+        return status, reason, raw

@@ -1,8 +1,7 @@
 """The calls gpushare makes, written once over any client's ``request``, and their answers.
 
-Both clients (:class:`gpushare.kube.transport.Client` and
-:class:`gpushare.kube.official.OfficialClient`) only say how one request travels; what a GET,
-a dry-run create or a 404 means is decided here, so the two cannot drift apart.
+Both clients only say how one request travels; what a GET, a dry-run create or a 404 means is
+decided here, so the two cannot drift apart.
 """
 
 from __future__ import annotations
@@ -11,6 +10,8 @@ import json
 
 from gpushare.data import Json  # an apiserver's answer: objects, lists, Status
 from gpushare.kube.errors import ApiError
+
+Params = dict[str, str] | None  # a request's query
 
 
 def decode(status: int, reason: str, raw: bytes | None) -> Json:
@@ -38,11 +39,7 @@ class Verbs:
     """
 
     timeout: float
-
-    @property
-    def server(self) -> str:
-        """The apiserver's URL, as results record it."""
-        raise NotImplementedError
+    server: str  # the apiserver's URL, as results record it
 
     def close(self) -> None:
         """Let go of this thread's connection (the next call opens a new one)."""
@@ -56,6 +53,16 @@ class Verbs:
         content_type: str = "application/json",
         params: dict[str, str] | None = None,
     ) -> Json:
+        """One API call, JSON in and out."""
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = content_type
+        return decode(*self._send(method, path, body, headers, params))
+
+    def _send(
+        self, method: str, path: str, body: Json, headers: dict[str, str], params: Params
+    ) -> tuple[int, str, bytes | None]:
+        """The request as this client sends it: (status, reason, body) of the answer."""
         raise NotImplementedError
 
     def get(self, path: str, **params: str) -> Json:
@@ -63,12 +70,7 @@ class Verbs:
 
     def get_or_none(self, path: str) -> Json:
         """GET, but a 404 is ``None`` rather than an error: absence is an answer in grading."""
-        try:
-            return self.get(path)
-        except ApiError as exc:
-            if exc.status == 404:
-                return None
-            raise
+        return self._absent_is_none("GET", path)
 
     def create(self, path: str, body: Json, *, dry_run: bool = False) -> Json:
         return self.request("POST", path, body, params={"dryRun": "All"} if dry_run else None)
@@ -79,10 +81,13 @@ class Verbs:
     def merge_patch(self, path: str, body: Json) -> Json:
         return self.request("PATCH", path, body, content_type="application/merge-patch+json")
 
-    def delete(self, path: str, *, grace: int | None = None) -> Json:
-        params = {"gracePeriodSeconds": str(grace)} if grace is not None else None
+    def delete(self, path: str) -> Json:
+        """DELETE; a 404 (already gone) is ``None``."""
+        return self._absent_is_none("DELETE", path)
+
+    def _absent_is_none(self, method: str, path: str) -> Json:
         try:
-            return self.request("DELETE", path, params=params)
+            return self.request(method, path)
         except ApiError as exc:
             if exc.status == 404:
                 return None
