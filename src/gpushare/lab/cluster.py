@@ -42,11 +42,8 @@ kind: KwokctlConfiguration
 options:
   bindAddress: 127.0.0.1
 """
-# attempts of a create whose component found its port taken behind the registry's back
-CREATE_ATTEMPTS = 2
-# time for a create or start under load (8 labs at once on 2 cores); a component that dies
-# ends it at once
-START_TIMEOUT = 180.0
+CREATE_ATTEMPTS = 2  # a component found its port taken behind the registry's back: again
+START_TIMEOUT = 180.0  # a create or start under load (8 labs at once on 2 cores)
 
 
 class ClusterError(RuntimeError):
@@ -95,11 +92,15 @@ def _kwokctl_env(bins: dict[str, Path]) -> dict[str, str]:
     return env
 
 
+def _config_path(lab: Lab) -> Path:
+    return kwok_workdir() / "configs" / f"{lab.name}.yaml"
+
+
 def _config_file(lab: Lab, ports: dict[str, int] | None = None) -> Path:
     """The lab's own kwokctl configuration file (one per lab: concurrent commands never share
     a file being rewritten), written aside and renamed into place."""
     text = KWOKCTL_CONFIG + "".join(f"  {k}: {v}\n" for k, v in (ports or {}).items())
-    path = kwok_workdir() / "configs" / f"{lab.name}.yaml"
+    path = _config_path(lab)
     if not path.is_file() or path.read_text() != text:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
@@ -322,9 +323,8 @@ def _start_stopped(lab: Lab, bins: dict[str, Path]) -> None:
     if procs.cluster_processes(lab.dir):  # half running (a component died): start afresh
         _log(f"stopping what is left of {lab.name} first")
         _stop_components(lab, bins)
-    recorded = lab_ports(lab)
     try:
-        if recorded:
+        if recorded := lab_ports(lab):
             ports.claim(lab.dir, recorded)
     except ports.PortError as exc:
         raise ClusterError(
@@ -381,8 +381,13 @@ def _discard(lab: Lab) -> None:
             _settle(lab, victims)
             shutil.rmtree(lab.dir, ignore_errors=True)
     finally:
-        ports.release(lab.dir)
-        (kwok_workdir() / "configs" / f"{lab.name}.yaml").unlink(missing_ok=True)
+        _forget(lab)
+
+
+def _forget(lab: Lab) -> None:
+    """Once the lab is gone: its ports are free again, and its kwokctl configuration goes."""
+    ports.release(lab.dir)
+    _config_path(lab).unlink(missing_ok=True)
 
 
 def _stop_components(lab: Lab, bins: dict[str, Path]) -> None:
@@ -407,8 +412,7 @@ def down(name: str | None = None) -> list[int]:
                 _log(f"kwokctl delete failed, ending the processes by pid: {exc}")
         ended = _settle(lab, known)
         shutil.rmtree(lab.dir, ignore_errors=True)
-        ports.release(lab.dir)
-        (kwok_workdir() / "configs" / f"{lab.name}.yaml").unlink(missing_ok=True)
+        _forget(lab)
     return ended
 
 
@@ -444,8 +448,7 @@ def reset(name: str | None = None, client: Client | None = None, timeout: float 
     """
     lab = Lab(cluster_name(name))
     client = client or lab.client()
-    namespaces = [n["metadata"]["name"] for n in client.get("/api/v1/namespaces").get("items", [])]
-    lab_namespaces = [n for n in namespaces if n not in SYSTEM_NAMESPACES]
+    lab_namespaces = _lab_namespaces(client)
     for kind in ("pods", "resourcequotas", "limitranges"):
         purge.delete_collection(client, f"/api/v1/namespaces/default/{kind}")
     for cm in client.get("/api/v1/namespaces/default/configmaps").get("items", []):
@@ -456,14 +459,7 @@ def reset(name: str | None = None, client: Client | None = None, timeout: float 
         _log(f"waiting for the namespace controller (objects with finalizers: {leftovers[:5]})")
     _reset_nodes(client)
     deadline = time.monotonic() + timeout
-    while True:
-        left = [
-            n["metadata"]["name"]
-            for n in client.get("/api/v1/namespaces").get("items", [])
-            if n["metadata"]["name"] not in SYSTEM_NAMESPACES
-        ]
-        if not left:
-            break
+    while left := _lab_namespaces(client):
         if time.monotonic() > deadline:
             raise ClusterError(f"namespaces still terminating after {timeout:.0f}s: {left}")
         time.sleep(0.1)
@@ -473,6 +469,11 @@ def reset(name: str | None = None, client: Client | None = None, timeout: float 
         raise ClusterError(f"reset: {exc}") from exc
     ensure_nodes(client)
     ensure_seeds(client, again=True)
+
+
+def _lab_namespaces(client: Client) -> list[str]:
+    names = [n["metadata"]["name"] for n in client.get("/api/v1/namespaces").get("items", [])]
+    return [n for n in names if n not in SYSTEM_NAMESPACES]
 
 
 def _controller_metrics_url(lab: Lab) -> str | None:
@@ -489,25 +490,20 @@ def _reset_nodes(client: Client) -> None:
         if spec is None:
             client.delete(f"/api/v1/nodes/{name}")
             continue
-        labels = node["metadata"].get("labels") or {}
-        label_patch: dict[str, str | None] = {k: None for k in labels if k not in spec.labels}
-        label_patch.update(spec.labels)
+        labels = _exactly(node["metadata"].get("labels"), spec.labels)
         taints = [dict(t) for t in spec.taints] or None
         client.merge_patch(
             f"/api/v1/nodes/{name}",
-            {
-                "metadata": {"labels": label_patch},
-                "spec": {"taints": taints, "unschedulable": None},
-            },
+            {"metadata": {"labels": labels}, "spec": {"taints": taints, "unschedulable": None}},
         )
         status = node.get("status") or {}
-        patch: dict[str, dict[str, str | None]] = {}
-        for field in ("capacity", "allocatable"):
-            current = status.get(field) or {}
-            want: dict[str, str | None] = {k: None for k in current if k not in spec.capacity}
-            want.update(spec.capacity)
-            patch[field] = want
+        patch = {f: _exactly(status.get(f), spec.capacity) for f in ("capacity", "allocatable")}
         client.merge_patch(f"/api/v1/nodes/{name}/status", {"status": patch})
+
+
+def _exactly(current: JsonObject | None, want: dict[str, str]) -> dict[str, str | None]:
+    """A merge patch that leaves a map holding exactly ``want``: every other key nulled."""
+    return {**{k: None for k in current or {} if k not in want}, **want}
 
 
 def env_lines(name: str | None = None) -> list[str]:

@@ -131,13 +131,8 @@ def _live_entries() -> list[tuple[Path, JsonObject]]:
 def _write(cluster_dir: Path, ports: dict[str, int]) -> None:
     path = _entry_path(cluster_dir)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    entry = {
-        "cluster_dir": str(cluster_dir.resolve()),
-        "ports": ports,
-        "pid": os.getpid(),
-        "time": time.time(),
-    }
-    tmp.write_text(json.dumps(entry))
+    entry = {"cluster_dir": str(cluster_dir.resolve()), "ports": ports, "pid": os.getpid()}
+    tmp.write_text(json.dumps({**entry, "time": time.time()}))
     os.chmod(tmp, 0o644)
     tmp.replace(path)
 
@@ -188,10 +183,8 @@ def claim(cluster_dir: Path, ports: dict[str, int]) -> None:
     with _locked():
         own = _entry_path(cluster_dir)
         for path, entry in _live_entries():
-            if path == own:
-                continue
             for option, port in entry["ports"].items():
-                if port in ports.values():
+                if path != own and port in ports.values():
                     mine = next(k for k, v in ports.items() if v == port)
                     raise PortError(
                         f"port {port} ({PORT_OPTIONS.get(mine, mine)}) of this lab is now "
@@ -213,12 +206,9 @@ def release(cluster_dir: Path) -> None:
 
 
 def recorded(cluster_dir: Path) -> dict[str, int] | None:
-    """The ports the registry holds for this lab, if any."""
-    for path, entry in _entries():
-        if path == _entry_path(cluster_dir):
-            ports: dict[str, int] = entry["ports"]  # made ints by _entries
-            return ports
-    return None
+    """The ports the registry holds for this lab, if any (made ints by :func:`_entries`)."""
+    own = _entry_path(cluster_dir)
+    return next((entry["ports"] for path, entry in _entries() if path == own), None)
 
 
 def holder(port: int) -> str:

@@ -63,7 +63,7 @@ def namespaced_collections(client: Client) -> list[str]:
         except ApiError:
             return []
         return [
-            f"{prefix}/{{ns}}/{r['name']}"
+            f"{prefix}/namespaces/{{ns}}/{r['name']}"
             for r in listing.get("resources", [])
             if r.get("namespaced")
             and "/" not in r["name"]
@@ -71,9 +71,7 @@ def namespaced_collections(client: Client) -> list[str]:
         ]
 
     with ThreadPoolExecutor(WORKERS) as pool:
-        found = [p for group in pool.map(resources, versions) for p in group]
-    # ".../{ns}/pods" -> "/api/v1/namespaces/{ns}/pods"
-    return [p.replace("/{ns}/", "/namespaces/{ns}/", 1) for p in found]
+        return [p for group in pool.map(resources, versions) for p in group]
 
 
 def delete_collection(client: Client, path: str) -> None:
