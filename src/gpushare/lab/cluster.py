@@ -109,31 +109,27 @@ def _config_file(lab: Lab, ports: dict[str, int] | None = None) -> Path:
     return path
 
 
-def _kwokctl_cmd(lab: Lab, bins: dict[str, Path], config: Path, *args: str) -> list[str]:
+def _kwokctl_cmd(
+    lab: Lab, bins: dict[str, Path], args: list[str], ports: dict[str, int] | None = None
+) -> list[str]:
     kwokctl = bins.get("kwokctl")
     if kwokctl is None:
         raise ClusterError("kwokctl is not available: run `make setup` first")
-    return [str(kwokctl), "--name", lab.name, "--config", str(config), *args]
+    return [str(kwokctl), "--name", lab.name, "--config", str(_config_file(lab, ports)), *args]
 
 
 def run(cmd: list[str], env: dict[str, str], timeout: float, what: str) -> CompletedProcess[str]:
     """Run ``cmd`` to its end with its output kept; ClusterError when it overstays ``timeout``."""
     try:
         return subprocess.run(
-            cmd,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-            stdin=subprocess.DEVNULL,
+            cmd, env=env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
         )
     except subprocess.TimeoutExpired as exc:
         raise ClusterError(f"{what} did not finish in {timeout:.0f}s") from exc
 
 
 def _kwokctl(lab: Lab, bins: dict[str, Path], *args: str, timeout: float = 120) -> None:
-    cmd = _kwokctl_cmd(lab, bins, _config_file(lab), *args)
+    cmd = _kwokctl_cmd(lab, bins, list(args))
     out = run(cmd, _kwokctl_env(bins), timeout, f"`kwokctl {' '.join(args)}`")
     if out.returncode != 0:
         tail = "\n".join((out.stdout + out.stderr).strip().splitlines()[-15:])
@@ -145,15 +141,9 @@ def _create_args(bins: dict[str, Path]) -> list[str]:
     # The namespace controller needs ~100 API calls per namespace; at the default client QPS
     # (20) reset would wait ~6 s for it. A lab has one user: no limits needed.
     args.append("--disable-qps-limits")
-    flag_for = {
-        "kube-apiserver": "--kube-apiserver-binary",
-        "kube-controller-manager": "--kube-controller-manager-binary",
-        "kube-scheduler": "--kube-scheduler-binary",
-        "kwok": "--kwok-controller-binary",
-        "etcd": "--etcd-binary",
-    }
-    for name, flag in flag_for.items():
+    for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "etcd"):
         if name in bins:
+            flag = "--kwok-controller-binary" if name == "kwok" else f"--{name}-binary"
             args += [flag, str(bins[name])]
     return args
 
@@ -346,7 +336,7 @@ def _start(
 ) -> None:
     """kwokctl create/start watched, then readiness watched: a dead component ends it at once."""
     deadline = time.monotonic() + START_TIMEOUT
-    cmd = _kwokctl_cmd(lab, bins, _config_file(lab, ports), *args)
+    cmd = _kwokctl_cmd(lab, bins, args, ports)
     watch = startup.Watch(lab.dir)
     startup.run_kwokctl(cmd, _kwokctl_env(bins), watch, deadline, what)
     client = lab.client()
@@ -425,11 +415,10 @@ def _settle(lab: Lab, known: list[psutil.Process]) -> list[int]:
 
 
 def stop(name: str | None = None) -> None:
-    """Stop the components but keep the data (``up`` brings it back).
+    """Stop the components but keep the data and the ports (``up`` brings it back on them).
 
     kwokctl signals the components and returns; the apiserver's graceful shutdown can outlive
-    it, so we wait until none is left (ending stragglers by pid) before saying it stopped. The
-    lab keeps its ports reserved: ``up`` restarts it on the same ones.
+    it, so we wait until none is left (ending stragglers by pid) before saying it stopped.
     """
     lab = Lab(cluster_name(name))
     bins = binaries.ensure(["kwokctl", "kubectl"], build=False)
@@ -441,10 +430,9 @@ def reset(name: str | None = None, client: Client | None = None, timeout: float 
     """Back to the fresh lab without restarting the control plane.
 
     Lab namespaces are emptied and removed by :mod:`gpushare.lab.purge` (no 5 s wait for the
-    namespace controller); in ``default``, what a learner may have put there (pods, quotas,
-    limit ranges, ConfigMaps) goes too; nodes get back their fresh labels and status. It
-    returns only once the namespace controller has no sync running that could still delete,
-    by name, in a new namespace of an old name (see :mod:`gpushare.lab.purge`).
+    namespace controller), and it returns only once no sync of that controller could still
+    delete in a new namespace of an old name (see there); in ``default``, the pods, quotas,
+    limit ranges and ConfigMaps a learner may have put there go too; nodes are made fresh.
     """
     lab = Lab(cluster_name(name))
     client = client or lab.client()

@@ -4,9 +4,8 @@ kwokctl picks a component's port itself, counting down from 32766 and skipping t
 are busy at that moment. Two creates started together therefore pick the same ports, and the
 slower one's etcd dies with ``bind: address already in use``. Here a lab's six ports are chosen
 under a machine-wide lock, written to a registry before kwokctl runs, and handed to kwokctl
-explicitly. A port stays promised to its lab from the reservation until ``down``: a stopped lab
-keeps its ports, because kwokctl wrote them into its components' flags and ``up`` restarts it
-on the same ones.
+explicitly. They stay promised to the lab until ``down``: kwokctl wrote them into a stopped
+lab's component flags, and ``up`` restarts it on the same ones.
 
 The registry lives under /tmp, not in the per-user cache: ports belong to the machine (to its
 network namespace), and a lab of another user or of another ``GPUSHARE_CACHE`` must see the
@@ -139,10 +138,8 @@ def _write(cluster_dir: Path, ports: dict[str, int]) -> None:
 
 def bindable(port: int) -> bool:
     """Whether a component could listen on ``port`` now (loopback and the wildcard address).
-
-    Go sets SO_REUSEADDR on its listeners, so a port whose old connections linger in
-    TIME_WAIT counts as free, as it will be for the component.
-    """
+    Go sets SO_REUSEADDR on its listeners: a port whose old connections linger in TIME_WAIT
+    is free for the component, and so here."""
     for host in ("127.0.0.1", "0.0.0.0"):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -156,10 +153,8 @@ def bindable(port: int) -> bool:
 
 
 def reserve(cluster_dir: Path, avoid: frozenset[int] = frozenset()) -> dict[str, int]:
-    """Choose and record free ports for a lab about to be created in ``cluster_dir``.
-
-    ``avoid``: ports that just failed for this lab (taken behind the registry's back).
-    """
+    """Choose and record free ports for a lab about to be created in ``cluster_dir``, but not
+    those of ``avoid`` (that just failed for this lab, taken behind the registry's back)."""
     with _locked():
         own = _entry_path(cluster_dir)
         used = {p for path, e in _live_entries() if path != own for p in e["ports"].values()}
@@ -175,11 +170,9 @@ def reserve(cluster_dir: Path, avoid: frozenset[int] = frozenset()) -> dict[str,
 
 
 def claim(cluster_dir: Path, ports: dict[str, int]) -> None:
-    """Before a stopped lab starts again on its ``ports``: make sure they are still its own.
-
-    Raises :class:`PortError` naming the port, its component and who holds it, so that ``up``
-    fails at once instead of starting a component that cannot bind.
-    """
+    """Before a stopped lab starts again on its ``ports``: make sure they are still its own,
+    else :class:`PortError` naming the port, its component and who holds it, so that ``up``
+    fails at once instead of starting a component that cannot bind."""
     with _locked():
         own = _entry_path(cluster_dir)
         for path, entry in _live_entries():

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import stat
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import yaml
@@ -169,15 +170,12 @@ class Workdir:
         self._objects: dict[str, list[LineDict] | FileProblem] = {}
         # the paths the checks read (read_text), which `gpushare watch` grades a step again on
         self.touched: set[str] = set()
-        self._absent: bool | None = None
 
-    @property
+    @cached_property
     def absent(self) -> bool:
         """Whether the work dir itself is missing (or not a folder): a wrong ``--workdir`` or
         ``WORKDIR=``, not a file the learner forgot. Looked at once per grade."""
-        if self._absent is None:
-            self._absent = not self.root.is_dir()
-        return self._absent
+        return not self.root.is_dir()
 
     def _recorded(self, rel: str) -> FileProblem | None:
         """The snapshot's record for ``rel`` or for a folder on its way (``k8s`` -> /tmp)."""
