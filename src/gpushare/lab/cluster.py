@@ -151,18 +151,13 @@ def _create_args(bins: dict[str, Path]) -> list[str]:
 # --------------------------------------------------------------------------- readiness
 
 
-def wait_ready(
-    client: Client, timeout: float = 60.0, watch: Callable[[], None] | None = None
-) -> None:
+def wait_ready(client: Client, timeout: float, watch: Callable[[], None]) -> None:
     """Poll ``/readyz`` until the apiserver says ok; kwokctl's own wait is not trusted.
-
-    ``watch`` is called on every poll: it raises when a component has died meanwhile.
-    """
+    ``watch`` is called on every poll: it raises when a component has died meanwhile."""
     deadline = time.monotonic() + timeout
     last = ""
     while time.monotonic() < deadline:
-        if watch is not None:
-            watch()
+        watch()
         try:
             if str(client.get("/readyz")).strip() == "ok":
                 return
@@ -340,7 +335,7 @@ def _start(
     watch = startup.Watch(lab.dir)
     startup.run_kwokctl(cmd, _kwokctl_env(bins), watch, deadline, what)
     client = lab.client()
-    wait_ready(client, timeout=max(deadline - time.monotonic(), 5.0), watch=watch.check)
+    wait_ready(client, max(deadline - time.monotonic(), 5.0), watch.check)
     ensure_nodes(client, timeout=max(deadline - time.monotonic(), 5.0), watch=watch.check)
     ensure_seeds(client)
 

@@ -138,14 +138,13 @@ def learner_runtime(env: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def capture_workdir(root: Path) -> tuple[list[tuple[tarfile.TarInfo, bytes]], JsonObject]:
-    """The work dir's members, and what is recorded instead of content.
+    """The work dir's members, and what is recorded instead of content, as
+    :class:`~gpushare.submissions.workdir.Workdir` reports it: a link that leads out (with
+    where), a FIFO, socket or device, a file over the reader's cap (by its size alone).
 
-    Walks without following links. A link that stays inside is kept as a link (its target
-    made relative); one that leads out is recorded with where it leads, as
-    :class:`~gpushare.submissions.workdir.Workdir` reports it; FIFOs, sockets and devices are
-    recorded as not regular; a file over the reader's cap by its size alone. Snapshot files
-    (``*.gpushare.tgz``) are left out: ``gpushare submit`` writes into the work dir, and each
-    submission holding all the earlier ones would double in size every time.
+    Walks without following links; a link that stays inside is kept (its target made
+    relative). Snapshot files are left out: ``gpushare submit`` writes into the work dir, and
+    each submission holding all the earlier ones would double in size every time.
     """
     members: list[tuple[tarfile.TarInfo, bytes]] = []
     recorded: JsonObject = {}
@@ -201,8 +200,7 @@ def _member(name: str, kind: bytes, mode: int, size: int = 0, link: str = "") ->
 
 
 def _regular(path: Path, size: int) -> bytes | JsonObject:
-    """A regular file's content, or what is recorded instead: too large by its size alone, or
-    not readable."""
+    """A regular file's content, or what is recorded instead (too large, not readable)."""
     if size > MAX_BYTES:
         return {"kind": "too_large", "size": size}
     try:
@@ -335,8 +333,8 @@ def load(path: Path, scratch: Path) -> Snapshot:
 
 
 def _members(path: Path, scratch: Path) -> tuple[JsonObject, bytes, dict[str, str]]:
-    """The manifest, cluster.json's bytes and every member's digest; the work dir's files
-    unpacked under ``scratch`` (bounded: members, bytes, each file's size)."""
+    """The manifest, cluster.json's bytes and every member's digest; the work dir unpacked
+    under ``scratch`` (bounded: members, bytes, each file's size)."""
     manifest: JsonObject | None = None
     cluster_raw: bytes | None = None
     digests: dict[str, str] = {}
@@ -422,9 +420,9 @@ def _cluster(path: Path, cluster_raw: bytes) -> JsonObject:
 
 
 def peek_digest(path: Path) -> str:
-    """The content hash the manifest states (its first member, read alone, bounded), or ""
-    when it cannot be read. Not verified here: :func:`load` does that before any grade, so a
-    grade that goes ahead had exactly this hash."""
+    """The content hash the manifest states (its first member, read alone, bounded), or "".
+    Not verified here: :func:`load` does that before any grade, so a grade that goes ahead
+    had exactly this hash."""
     try:
         if path.stat().st_size > MAX_ARCHIVE:
             return ""
