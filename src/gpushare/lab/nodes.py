@@ -1,7 +1,5 @@
-"""The fake nodes `gpushare up` makes: which, from the lab's ``lab.toml``; how, here.
-
-A lab names its nodes, their capacity, labels and taints in ``lab.toml`` beside its step files
-(``[nodes]``: :mod:`gpushare.lab.definition`). Apart from :mod:`gpushare.lab.cluster` (which
+"""The fake nodes `gpushare up` makes: which, from the lab's ``lab.toml`` (``[nodes]``, see
+:mod:`gpushare.lab.definition`); how, here. Apart from :mod:`gpushare.lab.cluster` (which
 creates and resets them) so that a lab's rules can name its nodes without importing the
 lifecycle (processes, kwokctl, binaries).
 """

@@ -182,8 +182,7 @@ def wait_namespace_controller(
     timeout: float = 30.0,
     log: Callable[[str], None] | None = None,
 ) -> float:
-    """Return once no namespace sync that began before this call is still running; the time
-    waited.
+    """Wait until no namespace sync begun before this call still runs; return the time waited.
 
     Called after the deleted namespaces are gone. A sync that starts from now on GETs the
     namespace by name and finds it absent, or finds the learner's new one, not terminating,

@@ -428,7 +428,7 @@ def peek_digest(path: Path) -> str:
             return ""
         with bounded.open_tar(path) as tar:
             first = tar.next()
-            if not (first and first.name == "manifest.json" and first.isreg()):
+            if first is None or first.name != "manifest.json" or not first.isreg():
                 return ""
             if first.size > MAX_BYTES:
                 return ""
