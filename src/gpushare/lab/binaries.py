@@ -331,17 +331,16 @@ def ensure(names: list[str] | None = None, *, build: bool = True) -> dict[str, P
     with _build_lock():
         # Another process may have built some while we waited for the lock.
         still = [n for n in missing if find(n) is None]
-        total_start = time.monotonic()
         if still:
+            total_start = time.monotonic()
             _log(
                 f"building {', '.join(still)} from Go modules (a cold build takes many minutes; "
                 "later runs use the cache at " + str(cache_dir()) + ")"
             )
-        for group in _groups():
-            todo = [n for n in group.binaries if n in still]
-            if todo:
-                _build_group(go, group, todo)
-        if still:
+            for group in _groups():
+                todo = [n for n in group.binaries if n in still]
+                if todo:
+                    _build_group(go, group, todo)
             _log(f"all binaries ready in {_fmt_elapsed(time.monotonic() - total_start)}")
     for name in missing:
         path = find(name)

@@ -292,15 +292,14 @@ def _create(lab: Lab, bins: dict[str, Path], fixed: dict[str, int] | None) -> No
         try:
             _start(lab, bins, _create_args(bins), chosen, "create cluster")
             return
-        except startup.StartError as exc:
-            _discard(lab)
+        except BaseException as exc:
+            _discard(lab)  # whatever ended the create (a Ctrl-C too), nothing of it is left
+            if not isinstance(exc, startup.StartError):
+                raise
             if exc.port is None or fixed or attempt == CREATE_ATTEMPTS:
                 raise ClusterError(f"lab {lab.name} could not be created: {exc}") from exc
             _log(f"{exc.component}: port {exc.port} is taken; trying other ports")
             avoid.add(exc.port)
-        except BaseException:
-            _discard(lab)
-            raise
 
 
 def _start_stopped(lab: Lab, bins: dict[str, Path]) -> None:
@@ -318,11 +317,10 @@ def _start_stopped(lab: Lab, bins: dict[str, Path]) -> None:
         ) from exc
     try:
         _start(lab, bins, ["start", "cluster", "--wait", "0s"], None, "start cluster")
-    except startup.StartError as exc:
-        _stop_components(lab, bins)
-        raise ClusterError(f"lab {lab.name} could not start: {exc}") from exc
-    except BaseException:
-        _stop_components(lab, bins)
+    except BaseException as exc:
+        _stop_components(lab, bins)  # whatever ended the start, nothing of it keeps running
+        if isinstance(exc, startup.StartError):
+            raise ClusterError(f"lab {lab.name} could not start: {exc}") from exc
         raise
 
 

@@ -196,13 +196,11 @@ class Workdir:
         self.touched.add(rel)
         if self.absent:  # every file fails for that one reason, said once, first (the report)
             return FileProblem(rel, T("workdir_absent", root=str(self.root)), cause=WORKDIR_ABSENT)
-        p = self.root / rel
-        recorded = self._recorded(rel)
-        if recorded is not None:
+        if (recorded := self._recorded(rel)) is not None:
             return recorded
-        outside = link_outside(self.root, rel)
-        if outside is not None:
+        if (outside := link_outside(self.root, rel)) is not None:
             return FileProblem(rel, T("file_link_outside", target=outside))
+        p = self.root / rel
         try:
             st = p.stat()
         except FileNotFoundError:
