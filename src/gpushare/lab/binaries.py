@@ -57,18 +57,11 @@ def binary_version_ok(name: str, path: Path) -> bool:
     version, _ = versions.COMPONENTS[name]
     args = ["version", "--client"] if name == "kubectl" else ["--version"]
     try:
-        out = subprocess.run(
-            [str(path), *args],
-            capture_output=True,
-            text=True,
-            timeout=20,
-            check=False,
-        )
+        out = subprocess.run([str(path), *args], capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired):
         return False
-    text = out.stdout + out.stderr
-    bare = version.lstrip("v")
-    return re.search(r"(?<![\d.])v?" + re.escape(bare) + r"(?![\d.])", text) is not None
+    bare = re.escape(version.lstrip("v"))
+    return re.search(rf"(?<![\d.])v?{bare}(?![\d.])", out.stdout + out.stderr) is not None
 
 
 def find(name: str) -> Path | None:
@@ -86,9 +79,7 @@ def find(name: str) -> Path | None:
             )
         return path
     path = cached_path(name)
-    if path.is_file() and os.access(path, os.X_OK):
-        return path
-    return None
+    return path if path.is_file() and os.access(path, os.X_OK) else None
 
 
 # --------------------------------------------------------------------------- building
@@ -104,20 +95,15 @@ class _Group:
     binaries: list[str]
     tags: str = ""
     ldflags: list[str] = field(default_factory=list)
-    staging_from: str | None = None  # module whose go.mod lists ./staging replaces
+    staging: bool = False  # the module's go.mod takes k8s.io modules from ./staging
 
 
 def _groups() -> list[_Group]:
     kube_minor = versions.KUBERNETES.lstrip("v").split(".")[1]
-    kube_ld = [
-        f"-X k8s.io/component-base/version.gitVersion={versions.KUBERNETES}",
-        "-X k8s.io/component-base/version.gitMajor=1",
-        f"-X k8s.io/component-base/version.gitMinor={kube_minor}",
-        "-X k8s.io/component-base/version.gitTreeState=clean",
-        f"-X k8s.io/client-go/pkg/version.gitVersion={versions.KUBERNETES}",
-        "-X k8s.io/client-go/pkg/version.gitMajor=1",
-        f"-X k8s.io/client-go/pkg/version.gitMinor={kube_minor}",
-    ]
+    stamp = {"gitVersion": versions.KUBERNETES, "gitMajor": "1", "gitMinor": kube_minor}
+    base = {**stamp, "gitTreeState": "clean"}
+    kube_ld = [f"-X k8s.io/component-base/version.{k}={v}" for k, v in base.items()]
+    kube_ld += [f"-X k8s.io/client-go/pkg/version.{k}={v}" for k, v in stamp.items()]
     return [
         _Group(
             "kwok",
@@ -137,7 +123,7 @@ def _groups() -> list[_Group]:
             ["kubectl", "kube-apiserver", "kube-controller-manager", "kube-scheduler"],
             tags="selinux,notest",
             ldflags=kube_ld,
-            staging_from="k8s.io/kubernetes",
+            staging=True,
         ),
     ]
 
@@ -170,7 +156,7 @@ def check_go() -> str:
             f"(no release downloads). Install Go >= {MIN_GO[0]}.{MIN_GO[1]} and run "
             "`make setup` again, or point GPUSHARE_BIN_<NAME> at prebuilt binaries."
         )
-    out = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True, check=False)
+    out = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True)
     m = re.match(r"go(\d+)\.(\d+)", out.stdout.strip())
     if not m or (int(m.group(1)), int(m.group(2))) < MIN_GO:
         raise BinaryError(
@@ -264,14 +250,8 @@ def _staging_replaces(go: str, env: dict[str, str], module: str, version: str) -
 
     The list changes between minor versions, so it is read from that version's own go.mod.
     """
-    out = subprocess.run(
-        [go, "mod", "download", "-json", f"{module}@{version}"],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-        timeout=900,
-    )
+    cmd = [go, "mod", "download", "-json", f"{module}@{version}"]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
     if out.returncode != 0:
         raise BinaryError(f"cannot fetch {module}@{version} from the module proxy: {out.stderr}")
     gomod = Path(json.loads(out.stdout)["GoMod"]).read_text()
@@ -287,8 +267,8 @@ def _write_wrapper(go: str, env: dict[str, str], group: _Group, wdir: Path) -> N
         "",
         f"require {group.module} {group.version}",
     ]
-    if group.staging_from:
-        staging = _staging_replaces(go, env, group.staging_from, group.version)
+    if group.staging:
+        staging = _staging_replaces(go, env, group.module, group.version)
         if not staging:
             raise BinaryError(f"no staging modules found in {group.module}@{group.version}")
         lines += ["", "replace ("]
@@ -298,19 +278,14 @@ def _write_wrapper(go: str, env: dict[str, str], group: _Group, wdir: Path) -> N
     pkgs = sorted({versions.COMPONENTS[b][1] for b in group.binaries})
     tools = "//go:build tools\n\npackage tools\n\nimport (\n"
     tools += "".join(f'\t_ "{p}"\n' for p in pkgs) + ")\n"
-    gomod_path, gosum_path = wdir / "go.mod", wdir / "go.sum"
-    if gomod_path.exists() and gosum_path.exists() and gomod_path.read_text() == gomod:
+    gomod_path = wdir / "go.mod"
+    if gomod_path.exists() and (wdir / "go.sum").exists() and gomod_path.read_text() == gomod:
         return
-    (wdir / "go.mod").write_text(gomod)
+    gomod_path.write_text(gomod)
     (wdir / "tools.go").write_text(tools)
     (wdir / "go.sum").unlink(missing_ok=True)
-    _run_with_progress(
-        [go, "mod", "tidy", "-e"],
-        wdir,
-        env,
-        f"resolving modules for {group.key} {group.version}",
-        unit="modules fetched",
-    )
+    what = f"resolving modules for {group.key} {group.version}"
+    _run_with_progress([go, "mod", "tidy", "-e"], wdir, env, what, unit="modules fetched")
 
 
 def _build_group(go: str, group: _Group, missing: list[str]) -> None:
@@ -356,17 +331,16 @@ def ensure(names: list[str] | None = None, *, build: bool = True) -> dict[str, P
     with _build_lock():
         # Another process may have built some while we waited for the lock.
         still = [n for n in missing if find(n) is None]
-        total_start = time.monotonic()
         if still:
+            total_start = time.monotonic()
             _log(
                 f"building {', '.join(still)} from Go modules (a cold build takes many minutes; "
                 "later runs use the cache at " + str(cache_dir()) + ")"
             )
-        for group in _groups():
-            todo = [n for n in group.binaries if n in still]
-            if todo:
-                _build_group(go, group, todo)
-        if still:
+            for group in _groups():
+                todo = [n for n in group.binaries if n in still]
+                if todo:
+                    _build_group(go, group, todo)
             _log(f"all binaries ready in {_fmt_elapsed(time.monotonic() - total_start)}")
     for name in missing:
         path = find(name)

@@ -42,11 +42,8 @@ kind: KwokctlConfiguration
 options:
   bindAddress: 127.0.0.1
 """
-# attempts of a create whose component found its port taken behind the registry's back
-CREATE_ATTEMPTS = 2
-# time for a create or start under load (8 labs at once on 2 cores); a component that dies
-# ends it at once
-START_TIMEOUT = 180.0
+CREATE_ATTEMPTS = 2  # a component found its port taken behind the registry's back: again
+START_TIMEOUT = 180.0  # a create or start under load (8 labs at once on 2 cores)
 
 
 class ClusterError(RuntimeError):
@@ -95,11 +92,15 @@ def _kwokctl_env(bins: dict[str, Path]) -> dict[str, str]:
     return env
 
 
+def _config_path(lab: Lab) -> Path:
+    return kwok_workdir() / "configs" / f"{lab.name}.yaml"
+
+
 def _config_file(lab: Lab, ports: dict[str, int] | None = None) -> Path:
     """The lab's own kwokctl configuration file (one per lab: concurrent commands never share
     a file being rewritten), written aside and renamed into place."""
     text = KWOKCTL_CONFIG + "".join(f"  {k}: {v}\n" for k, v in (ports or {}).items())
-    path = kwok_workdir() / "configs" / f"{lab.name}.yaml"
+    path = _config_path(lab)
     if not path.is_file() or path.read_text() != text:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
@@ -108,31 +109,27 @@ def _config_file(lab: Lab, ports: dict[str, int] | None = None) -> Path:
     return path
 
 
-def _kwokctl_cmd(lab: Lab, bins: dict[str, Path], config: Path, *args: str) -> list[str]:
+def _kwokctl_cmd(
+    lab: Lab, bins: dict[str, Path], args: list[str], ports: dict[str, int] | None = None
+) -> list[str]:
     kwokctl = bins.get("kwokctl")
     if kwokctl is None:
         raise ClusterError("kwokctl is not available: run `make setup` first")
-    return [str(kwokctl), "--name", lab.name, "--config", str(config), *args]
+    return [str(kwokctl), "--name", lab.name, "--config", str(_config_file(lab, ports)), *args]
 
 
 def run(cmd: list[str], env: dict[str, str], timeout: float, what: str) -> CompletedProcess[str]:
     """Run ``cmd`` to its end with its output kept; ClusterError when it overstays ``timeout``."""
     try:
         return subprocess.run(
-            cmd,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-            stdin=subprocess.DEVNULL,
+            cmd, env=env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
         )
     except subprocess.TimeoutExpired as exc:
         raise ClusterError(f"{what} did not finish in {timeout:.0f}s") from exc
 
 
 def _kwokctl(lab: Lab, bins: dict[str, Path], *args: str, timeout: float = 120) -> None:
-    cmd = _kwokctl_cmd(lab, bins, _config_file(lab), *args)
+    cmd = _kwokctl_cmd(lab, bins, list(args))
     out = run(cmd, _kwokctl_env(bins), timeout, f"`kwokctl {' '.join(args)}`")
     if out.returncode != 0:
         tail = "\n".join((out.stdout + out.stderr).strip().splitlines()[-15:])
@@ -144,15 +141,9 @@ def _create_args(bins: dict[str, Path]) -> list[str]:
     # The namespace controller needs ~100 API calls per namespace; at the default client QPS
     # (20) reset would wait ~6 s for it. A lab has one user: no limits needed.
     args.append("--disable-qps-limits")
-    flag_for = {
-        "kube-apiserver": "--kube-apiserver-binary",
-        "kube-controller-manager": "--kube-controller-manager-binary",
-        "kube-scheduler": "--kube-scheduler-binary",
-        "kwok": "--kwok-controller-binary",
-        "etcd": "--etcd-binary",
-    }
-    for name, flag in flag_for.items():
+    for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "etcd"):
         if name in bins:
+            flag = "--kwok-controller-binary" if name == "kwok" else f"--{name}-binary"
             args += [flag, str(bins[name])]
     return args
 
@@ -160,18 +151,13 @@ def _create_args(bins: dict[str, Path]) -> list[str]:
 # --------------------------------------------------------------------------- readiness
 
 
-def wait_ready(
-    client: Client, timeout: float = 60.0, watch: Callable[[], None] | None = None
-) -> None:
+def wait_ready(client: Client, timeout: float, watch: Callable[[], None]) -> None:
     """Poll ``/readyz`` until the apiserver says ok; kwokctl's own wait is not trusted.
-
-    ``watch`` is called on every poll: it raises when a component has died meanwhile.
-    """
+    ``watch`` is called on every poll: it raises when a component has died meanwhile."""
     deadline = time.monotonic() + timeout
     last = ""
     while time.monotonic() < deadline:
-        if watch is not None:
-            watch()
+        watch()
         try:
             if str(client.get("/readyz")).strip() == "ok":
                 return
@@ -306,15 +292,14 @@ def _create(lab: Lab, bins: dict[str, Path], fixed: dict[str, int] | None) -> No
         try:
             _start(lab, bins, _create_args(bins), chosen, "create cluster")
             return
-        except startup.StartError as exc:
-            _discard(lab)
+        except BaseException as exc:
+            _discard(lab)  # whatever ended the create (a Ctrl-C too), nothing of it is left
+            if not isinstance(exc, startup.StartError):
+                raise
             if exc.port is None or fixed or attempt == CREATE_ATTEMPTS:
                 raise ClusterError(f"lab {lab.name} could not be created: {exc}") from exc
             _log(f"{exc.component}: port {exc.port} is taken; trying other ports")
             avoid.add(exc.port)
-        except BaseException:
-            _discard(lab)
-            raise
 
 
 def _start_stopped(lab: Lab, bins: dict[str, Path]) -> None:
@@ -322,9 +307,8 @@ def _start_stopped(lab: Lab, bins: dict[str, Path]) -> None:
     if procs.cluster_processes(lab.dir):  # half running (a component died): start afresh
         _log(f"stopping what is left of {lab.name} first")
         _stop_components(lab, bins)
-    recorded = lab_ports(lab)
     try:
-        if recorded:
+        if recorded := lab_ports(lab):
             ports.claim(lab.dir, recorded)
     except ports.PortError as exc:
         raise ClusterError(
@@ -333,11 +317,10 @@ def _start_stopped(lab: Lab, bins: dict[str, Path]) -> None:
         ) from exc
     try:
         _start(lab, bins, ["start", "cluster", "--wait", "0s"], None, "start cluster")
-    except startup.StartError as exc:
-        _stop_components(lab, bins)
-        raise ClusterError(f"lab {lab.name} could not start: {exc}") from exc
-    except BaseException:
-        _stop_components(lab, bins)
+    except BaseException as exc:
+        _stop_components(lab, bins)  # whatever ended the start, nothing of it keeps running
+        if isinstance(exc, startup.StartError):
+            raise ClusterError(f"lab {lab.name} could not start: {exc}") from exc
         raise
 
 
@@ -346,11 +329,11 @@ def _start(
 ) -> None:
     """kwokctl create/start watched, then readiness watched: a dead component ends it at once."""
     deadline = time.monotonic() + START_TIMEOUT
-    cmd = _kwokctl_cmd(lab, bins, _config_file(lab, ports), *args)
+    cmd = _kwokctl_cmd(lab, bins, args, ports)
     watch = startup.Watch(lab.dir)
     startup.run_kwokctl(cmd, _kwokctl_env(bins), watch, deadline, what)
     client = lab.client()
-    wait_ready(client, timeout=max(deadline - time.monotonic(), 5.0), watch=watch.check)
+    wait_ready(client, max(deadline - time.monotonic(), 5.0), watch.check)
     ensure_nodes(client, timeout=max(deadline - time.monotonic(), 5.0), watch=watch.check)
     ensure_seeds(client)
 
@@ -381,8 +364,13 @@ def _discard(lab: Lab) -> None:
             _settle(lab, victims)
             shutil.rmtree(lab.dir, ignore_errors=True)
     finally:
-        ports.release(lab.dir)
-        (kwok_workdir() / "configs" / f"{lab.name}.yaml").unlink(missing_ok=True)
+        _forget(lab)
+
+
+def _forget(lab: Lab) -> None:
+    """Once the lab is gone: its ports are free again, and its kwokctl configuration goes."""
+    ports.release(lab.dir)
+    _config_path(lab).unlink(missing_ok=True)
 
 
 def _stop_components(lab: Lab, bins: dict[str, Path]) -> None:
@@ -407,8 +395,7 @@ def down(name: str | None = None) -> list[int]:
                 _log(f"kwokctl delete failed, ending the processes by pid: {exc}")
         ended = _settle(lab, known)
         shutil.rmtree(lab.dir, ignore_errors=True)
-        ports.release(lab.dir)
-        (kwok_workdir() / "configs" / f"{lab.name}.yaml").unlink(missing_ok=True)
+        _forget(lab)
     return ended
 
 
@@ -421,11 +408,10 @@ def _settle(lab: Lab, known: list[psutil.Process]) -> list[int]:
 
 
 def stop(name: str | None = None) -> None:
-    """Stop the components but keep the data (``up`` brings it back).
+    """Stop the components but keep the data and the ports (``up`` brings it back on them).
 
     kwokctl signals the components and returns; the apiserver's graceful shutdown can outlive
-    it, so we wait until none is left (ending stragglers by pid) before saying it stopped. The
-    lab keeps its ports reserved: ``up`` restarts it on the same ones.
+    it, so we wait until none is left (ending stragglers by pid) before saying it stopped.
     """
     lab = Lab(cluster_name(name))
     bins = binaries.ensure(["kwokctl", "kubectl"], build=False)
@@ -437,15 +423,13 @@ def reset(name: str | None = None, client: Client | None = None, timeout: float 
     """Back to the fresh lab without restarting the control plane.
 
     Lab namespaces are emptied and removed by :mod:`gpushare.lab.purge` (no 5 s wait for the
-    namespace controller); in ``default``, what a learner may have put there (pods, quotas,
-    limit ranges, ConfigMaps) goes too; nodes get back their fresh labels and status. It
-    returns only once the namespace controller has no sync running that could still delete,
-    by name, in a new namespace of an old name (see :mod:`gpushare.lab.purge`).
+    namespace controller), and it returns only once no sync of that controller could still
+    delete in a new namespace of an old name (see there); in ``default``, the pods, quotas,
+    limit ranges and ConfigMaps a learner may have put there go too; nodes are made fresh.
     """
     lab = Lab(cluster_name(name))
     client = client or lab.client()
-    namespaces = [n["metadata"]["name"] for n in client.get("/api/v1/namespaces").get("items", [])]
-    lab_namespaces = [n for n in namespaces if n not in SYSTEM_NAMESPACES]
+    lab_namespaces = _lab_namespaces(client)
     for kind in ("pods", "resourcequotas", "limitranges"):
         purge.delete_collection(client, f"/api/v1/namespaces/default/{kind}")
     for cm in client.get("/api/v1/namespaces/default/configmaps").get("items", []):
@@ -456,14 +440,7 @@ def reset(name: str | None = None, client: Client | None = None, timeout: float 
         _log(f"waiting for the namespace controller (objects with finalizers: {leftovers[:5]})")
     _reset_nodes(client)
     deadline = time.monotonic() + timeout
-    while True:
-        left = [
-            n["metadata"]["name"]
-            for n in client.get("/api/v1/namespaces").get("items", [])
-            if n["metadata"]["name"] not in SYSTEM_NAMESPACES
-        ]
-        if not left:
-            break
+    while left := _lab_namespaces(client):
         if time.monotonic() > deadline:
             raise ClusterError(f"namespaces still terminating after {timeout:.0f}s: {left}")
         time.sleep(0.1)
@@ -473,6 +450,11 @@ def reset(name: str | None = None, client: Client | None = None, timeout: float 
         raise ClusterError(f"reset: {exc}") from exc
     ensure_nodes(client)
     ensure_seeds(client, again=True)
+
+
+def _lab_namespaces(client: Client) -> list[str]:
+    names = [n["metadata"]["name"] for n in client.get("/api/v1/namespaces").get("items", [])]
+    return [n for n in names if n not in SYSTEM_NAMESPACES]
 
 
 def _controller_metrics_url(lab: Lab) -> str | None:
@@ -489,25 +471,20 @@ def _reset_nodes(client: Client) -> None:
         if spec is None:
             client.delete(f"/api/v1/nodes/{name}")
             continue
-        labels = node["metadata"].get("labels") or {}
-        label_patch: dict[str, str | None] = {k: None for k in labels if k not in spec.labels}
-        label_patch.update(spec.labels)
+        labels = _exactly(node["metadata"].get("labels"), spec.labels)
         taints = [dict(t) for t in spec.taints] or None
         client.merge_patch(
             f"/api/v1/nodes/{name}",
-            {
-                "metadata": {"labels": label_patch},
-                "spec": {"taints": taints, "unschedulable": None},
-            },
+            {"metadata": {"labels": labels}, "spec": {"taints": taints, "unschedulable": None}},
         )
         status = node.get("status") or {}
-        patch: dict[str, dict[str, str | None]] = {}
-        for field in ("capacity", "allocatable"):
-            current = status.get(field) or {}
-            want: dict[str, str | None] = {k: None for k in current if k not in spec.capacity}
-            want.update(spec.capacity)
-            patch[field] = want
+        patch = {f: _exactly(status.get(f), spec.capacity) for f in ("capacity", "allocatable")}
         client.merge_patch(f"/api/v1/nodes/{name}/status", {"status": patch})
+
+
+def _exactly(current: JsonObject | None, want: dict[str, str]) -> dict[str, str | None]:
+    """A merge patch that leaves a map holding exactly ``want``: every other key nulled."""
+    return {**{k: None for k in current or {} if k not in want}, **want}
 
 
 def env_lines(name: str | None = None) -> list[str]:

@@ -113,20 +113,11 @@ def _nodes(section: Json, path: Path) -> tuple[NodeSpec, ...]:
     out = []
     for name in names:
         mine = own.get(name, {})
-        out.append(
-            NodeSpec(
-                name,
-                {**capacity, **_strings(mine.get("capacity", {}), f"{name} capacity", path)},
-                {
-                    k: v.format(name=name)
-                    for k, v in {
-                        **labels,
-                        **_strings(mine.get("labels", {}), f"{name} labels", path),
-                    }.items()
-                },
-                _taints(mine["taints"], path) if "taints" in mine else taints,
-            )
-        )
+        own_capacity = _strings(mine.get("capacity", {}), f"{name} capacity", path)
+        own_labels = _strings(mine.get("labels", {}), f"{name} labels", path)
+        named = {k: v.format(name=name) for k, v in {**labels, **own_labels}.items()}
+        own_taints = _taints(mine["taints"], path) if "taints" in mine else taints
+        out.append(NodeSpec(name, {**capacity, **own_capacity}, named, own_taints))
     return tuple(out)
 
 

@@ -1,19 +1,17 @@
-"""The fake nodes `gpushare up` makes: which, from the lab's ``lab.toml``; how, here.
-
-A lab names its nodes, their capacity, labels and taints in ``lab.toml`` beside its step files
-(``[nodes]``: :mod:`gpushare.lab.definition`). Apart from :mod:`gpushare.lab.cluster` (which
+"""The fake nodes `gpushare up` makes: which, from the lab's ``lab.toml`` (``[nodes]``, see
+:mod:`gpushare.lab.definition`); how, here. Apart from :mod:`gpushare.lab.cluster` (which
 creates and resets them) so that a lab's rules can name its nodes without importing the
 lifecycle (processes, kwokctl, binaries).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from gpushare.data import JsonObject
 from gpushare.lab import definition
-from gpushare.lab.definition import DEFAULT_CAPACITY, KWOK_LABELS, NodeSpec
+from gpushare.lab.definition import KWOK_LABELS, NodeSpec
 from gpushare.lab.definition import LabDefinitionError as LabDefinitionError
 
 
@@ -22,14 +20,13 @@ class LabNodes:
     """The nodes a lab asks for, in order, and the capacity the first one starts with."""
 
     names: tuple[str, ...]
-    capacity: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_CAPACITY))
-    specs: tuple[NodeSpec, ...] = ()
+    capacity: dict[str, str]
 
 
 def load(path: Path | None = None) -> LabNodes:
     """The ``[nodes]`` of ``lab.toml`` (default: the one beside the graders)."""
     specs = definition.load(path).nodes
-    return LabNodes(tuple(n.name for n in specs), dict(specs[0].capacity), specs)
+    return LabNodes(tuple(n.name for n in specs), dict(specs[0].capacity))
 
 
 def node_manifest(spec: NodeSpec) -> JsonObject:

@@ -4,9 +4,8 @@ kwokctl picks a component's port itself, counting down from 32766 and skipping t
 are busy at that moment. Two creates started together therefore pick the same ports, and the
 slower one's etcd dies with ``bind: address already in use``. Here a lab's six ports are chosen
 under a machine-wide lock, written to a registry before kwokctl runs, and handed to kwokctl
-explicitly. A port stays promised to its lab from the reservation until ``down``: a stopped lab
-keeps its ports, because kwokctl wrote them into its components' flags and ``up`` restarts it
-on the same ones.
+explicitly. They stay promised to the lab until ``down``: kwokctl wrote them into a stopped
+lab's component flags, and ``up`` restarts it on the same ones.
 
 The registry lives under /tmp, not in the per-user cache: ports belong to the machine (to its
 network namespace), and a lab of another user or of another ``GPUSHARE_CACHE`` must see the
@@ -131,23 +130,16 @@ def _live_entries() -> list[tuple[Path, JsonObject]]:
 def _write(cluster_dir: Path, ports: dict[str, int]) -> None:
     path = _entry_path(cluster_dir)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    entry = {
-        "cluster_dir": str(cluster_dir.resolve()),
-        "ports": ports,
-        "pid": os.getpid(),
-        "time": time.time(),
-    }
-    tmp.write_text(json.dumps(entry))
+    entry = {"cluster_dir": str(cluster_dir.resolve()), "ports": ports, "pid": os.getpid()}
+    tmp.write_text(json.dumps({**entry, "time": time.time()}))
     os.chmod(tmp, 0o644)
     tmp.replace(path)
 
 
 def bindable(port: int) -> bool:
     """Whether a component could listen on ``port`` now (loopback and the wildcard address).
-
-    Go sets SO_REUSEADDR on its listeners, so a port whose old connections linger in
-    TIME_WAIT counts as free, as it will be for the component.
-    """
+    Go sets SO_REUSEADDR on its listeners: a port whose old connections linger in TIME_WAIT
+    is free for the component, and so here."""
     for host in ("127.0.0.1", "0.0.0.0"):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -161,10 +153,8 @@ def bindable(port: int) -> bool:
 
 
 def reserve(cluster_dir: Path, avoid: frozenset[int] = frozenset()) -> dict[str, int]:
-    """Choose and record free ports for a lab about to be created in ``cluster_dir``.
-
-    ``avoid``: ports that just failed for this lab (taken behind the registry's back).
-    """
+    """Choose and record free ports for a lab about to be created in ``cluster_dir``, but not
+    those of ``avoid`` (that just failed for this lab, taken behind the registry's back)."""
     with _locked():
         own = _entry_path(cluster_dir)
         used = {p for path, e in _live_entries() if path != own for p in e["ports"].values()}
@@ -180,18 +170,14 @@ def reserve(cluster_dir: Path, avoid: frozenset[int] = frozenset()) -> dict[str,
 
 
 def claim(cluster_dir: Path, ports: dict[str, int]) -> None:
-    """Before a stopped lab starts again on its ``ports``: make sure they are still its own.
-
-    Raises :class:`PortError` naming the port, its component and who holds it, so that ``up``
-    fails at once instead of starting a component that cannot bind.
-    """
+    """Before a stopped lab starts again on its ``ports``: make sure they are still its own,
+    else :class:`PortError` naming the port, its component and who holds it, so that ``up``
+    fails at once instead of starting a component that cannot bind."""
     with _locked():
         own = _entry_path(cluster_dir)
         for path, entry in _live_entries():
-            if path == own:
-                continue
             for option, port in entry["ports"].items():
-                if port in ports.values():
+                if path != own and port in ports.values():
                     mine = next(k for k, v in ports.items() if v == port)
                     raise PortError(
                         f"port {port} ({PORT_OPTIONS.get(mine, mine)}) of this lab is now "
@@ -213,12 +199,9 @@ def release(cluster_dir: Path) -> None:
 
 
 def recorded(cluster_dir: Path) -> dict[str, int] | None:
-    """The ports the registry holds for this lab, if any."""
-    for path, entry in _entries():
-        if path == _entry_path(cluster_dir):
-            ports: dict[str, int] = entry["ports"]  # made ints by _entries
-            return ports
-    return None
+    """The ports the registry holds for this lab, if any (made ints by :func:`_entries`)."""
+    own = _entry_path(cluster_dir)
+    return next((entry["ports"] for path, entry in _entries() if path == own), None)
 
 
 def holder(port: int) -> str:

@@ -18,9 +18,7 @@ import psutil
 
 def _belongs(proc: psutil.Process, cluster_dir: str) -> bool:
     try:
-        if any(cluster_dir in arg for arg in proc.cmdline()):
-            return True
-        return proc.cwd().startswith(cluster_dir)
+        return any(cluster_dir in a for a in proc.cmdline()) or proc.cwd().startswith(cluster_dir)
     except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
         return False
 
@@ -46,10 +44,7 @@ def end(procs: list[psutil.Process], grace: float = 3.0) -> None:
         with contextlib.suppress(psutil.NoSuchProcess):
             proc.terminate()
     _, alive = psutil.wait_procs(procs, timeout=grace)
-    for proc in alive:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            proc.kill()
-    psutil.wait_procs(alive, timeout=grace)
+    kill(alive, timeout=grace)
 
 
 def kill(procs: list[psutil.Process], timeout: float = 5.0) -> None:
@@ -64,10 +59,7 @@ def pid_alive(pid_file: Path) -> int | None:
     """The pid in ``pid_file`` when that process is alive (and not a zombie)."""
     try:
         pid = int(pid_file.read_text().strip())
-        proc = psutil.Process(pid)
-        if proc.status() == psutil.STATUS_ZOMBIE:
-            return None
-        return pid
+        return None if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE else pid
     except (OSError, ValueError, psutil.NoSuchProcess):
         return None
 
@@ -78,8 +70,8 @@ def wait_gone(
     """Wait until the ``known`` processes have exited and no other of the cluster remains.
 
     ``known`` is taken before the components are told to stop: a process in the middle of
-    exiting has no command line any more, so it can no longer be recognised by it, but its
-    psutil handle (pid and start time) still says whether it is really gone.
+    exiting has no command line to be recognised by, but its psutil handle (pid and start
+    time) still says whether it is really gone.
     """
     deadline = time.monotonic() + timeout
     _, alive = psutil.wait_procs(known, timeout=timeout)
@@ -91,10 +83,8 @@ def wait_gone(
 
 
 def settle(cluster_dir: Path, known: list[psutil.Process]) -> tuple[list[int], list[int]]:
-    """After kwokctl stopped or deleted a cluster: wait, end stragglers by pid, verify.
-
-    Returns (pids that had to be ended, pids still alive afterwards).
-    """
+    """After kwokctl stopped or deleted a cluster: wait, end stragglers by pid, verify;
+    (pids that had to be ended, pids still alive afterwards)."""
     stragglers = wait_gone(cluster_dir, known, timeout=10.0)
     if stragglers:
         end(stragglers)

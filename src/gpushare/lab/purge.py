@@ -39,12 +39,9 @@ WORKERS = 16
 _STARTED = "workqueue_queue_duration_seconds_count{"
 _FINISHED = "workqueue_work_duration_seconds_count{"
 _LEADING = 'leader_election_master_status{name="kube-controller-manager"}'
-# when the controller's metrics cannot be read: its hold plus a sync's usual length
-BLIND_WAIT = 7.0
+BLIND_WAIT = 7.0  # the controller's metrics cannot be read: its hold plus a sync's usual length
 # Right after ``up`` the controller manager's metrics server may not answer yet, or it leads
-# and is still starting its controllers: the namespace queue's counters appear 0.2-1.2 s
-# later. Until then we look again every POLL seconds, for at most APPEAR_WAIT, before the
-# blind wait.
+# and is still starting its controllers: the namespace queue's counters appear 0.2-1.2 s later.
 POLL = 0.05
 APPEAR_WAIT = 5.0
 
@@ -63,7 +60,7 @@ def namespaced_collections(client: Client) -> list[str]:
         except ApiError:
             return []
         return [
-            f"{prefix}/{{ns}}/{r['name']}"
+            f"{prefix}/namespaces/{{ns}}/{r['name']}"
             for r in listing.get("resources", [])
             if r.get("namespaced")
             and "/" not in r["name"]
@@ -71,9 +68,7 @@ def namespaced_collections(client: Client) -> list[str]:
         ]
 
     with ThreadPoolExecutor(WORKERS) as pool:
-        found = [p for group in pool.map(resources, versions) for p in group]
-    # ".../{ns}/pods" -> "/api/v1/namespaces/{ns}/pods"
-    return [p.replace("/{ns}/", "/namespaces/{ns}/", 1) for p in found]
+        return [p for group in pool.map(resources, versions) for p in group]
 
 
 def delete_collection(client: Client, path: str) -> None:
@@ -175,10 +170,8 @@ def queue_counts(metrics_url: str, timeout: float = 3.0) -> tuple[int, int]:
                 counts[prefix] = round(float(line.rsplit(" ", 1)[1]))
         if line.startswith(_LEADING):
             leading = float(line.rsplit(" ", 1)[1])
-    if len(counts) != 2:
-        # not leading yet: no controller runs. Otherwise renamed metrics must not read as
-        # "nothing running".
-        if leading == 0:
+    if len(counts) != 2:  # renamed metrics must not read as "nothing running"
+        if leading == 0:  # not leading yet: no controller runs
             raise NotLeading(f"{metrics_url}: the controller manager does not lead yet")
         raise ControllerUnknown(f"{metrics_url}: no workqueue counters for the namespace queue")
     return counts[_STARTED], counts[_FINISHED]
@@ -189,16 +182,15 @@ def wait_namespace_controller(
     timeout: float = 30.0,
     log: Callable[[str], None] | None = None,
 ) -> float:
-    """Return once no namespace sync that began before this call is still running.
+    """Wait until no namespace sync begun before this call still runs; return the time waited.
 
     Called after the deleted namespaces are gone. A sync that starts from now on GETs the
     namespace by name and finds it absent, or finds the learner's new one, not terminating,
     and does nothing; only a sync already running can still delete by name. So one moment
     with no sync running is enough (usually the first look: ~20 ms), and so is a controller
-    manager that does not lead yet (:class:`NotLeading`). Counters that cannot be read yet
-    (a controller manager whose metrics server is still starting) are looked for again
-    every :data:`POLL` s for :data:`APPEAR_WAIT` s; only then comes the blind wait, and ``log``
-    says so. Returns the time waited.
+    manager that does not lead yet (:class:`NotLeading`). Counters not there yet (its metrics
+    server is starting) are looked for every :data:`POLL` s for :data:`APPEAR_WAIT` s; only
+    then comes the blind wait, and ``log`` says so.
     """
     start = time.monotonic()
     deadline = start + timeout

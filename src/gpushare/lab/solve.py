@@ -24,9 +24,7 @@ def solve(
     timeout: float = 300,
 ) -> None:
     """Run solve.sh against the cluster; raise ClusterError with its output when it fails.
-
-    ``solutions`` replaces the checkout's solutions/ (tests use it to apply a variant).
-    """
+    ``solutions`` replaces the checkout's solutions/ (tests use it to apply a variant)."""
     script = (solutions or solutions_dir()) / "solve.sh"
     if not script.is_file():
         raise cluster.ClusterError(f"reference solution not found at {script}")

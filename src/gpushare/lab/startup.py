@@ -46,10 +46,8 @@ class StartError(RuntimeError):
 
 
 def telling_line(log: Path, offset: int = 0, limit: int = 300) -> str:
-    """The line of a component's log that says why it stopped (the last one that matches).
-
-    ``offset``: where this start's lines begin (kwokctl appends to a restarted lab's logs).
-    """
+    """The line of a component's log that says why it stopped (the last one that matches);
+    ``offset``: where this start's lines begin (kwokctl appends to a restarted lab's logs)."""
     try:
         with log.open("rb") as f:
             f.seek(0, 2)
@@ -135,10 +133,8 @@ def run_kwokctl(
     cmd: list[str], env: dict[str, str], watch: Watch, deadline: float, what: str
 ) -> None:
     """Run kwokctl until it exits, failing fast when one of the components it started died.
-
-    On any failure kwokctl itself is killed (by pid, it is our child) before this returns, so
-    it starts nothing more behind the caller's clean-up.
-    """
+    On any failure kwokctl itself is killed (by pid, our child) before this returns, so it
+    starts nothing more behind the caller's clean-up."""
     with tempfile.TemporaryFile(mode="w+") as out:
         proc = subprocess.Popen(
             cmd, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL

@@ -5,12 +5,12 @@ Every YAML, JSON and tar header a learner wrote (their work dir's files, a snaps
 module, because the standard parsers trust their input in ways a grader cannot:
 
 - **YAML aliases.** ``&a [*b, *b, ...]`` nine levels deep is 600 bytes that PyYAML loads into
-  a small graph of shared objects, and that anything walking it (``json.dumps``, a deep copy,
-  a dump) expands to 9^9 nodes: 1 GB and 14 s in a grader before these bounds. The documents
-  are composed first (libyaml's composer, shared nodes), the graph is measured as it would be
-  expanded, without expanding it, and only then constructed: at most :data:`MAX_YAML_NODES`
-  nodes over all documents of a file, :data:`MAX_YAML_DOCUMENTS` documents, nesting at most
-  :data:`MAX_DEPTH`, no alias that points into itself.
+  a small graph of shared objects, and that anything walking it (``json.dumps``, a deep copy)
+  expands to 9^9 nodes: 1 GB and 14 s in a grader before these bounds. The documents are
+  composed first, measured as they would be expanded (without expanding them), and only then
+  constructed: at most :data:`MAX_YAML_NODES` nodes over all documents of a file,
+  :data:`MAX_YAML_DOCUMENTS` documents, nesting at most :data:`MAX_DEPTH`, no alias that
+  points into itself.
 - **JSON.** ``json.loads`` has no size bound of its own and fails deep input with a
   RecursionError: a snapshot's JSON may hold at most :data:`MAX_JSON_CONTAINERS` objects and
   arrays (counted on the raw bytes, before parsing), nest at most :data:`MAX_DEPTH`, and hold
@@ -87,12 +87,10 @@ class _Loader(Protocol):
 def yaml_documents(
     text: str, loader: Callable[[str], _Loader], nodes: int = MAX_YAML_NODES
 ) -> list[Json]:
-    """Every document of ``text``, as ``yaml.load_all(text, Loader=loader)`` gives them.
-
-    ``loader`` is a SafeLoader (or CSafeLoader) class. Each document is composed, measured
-    (:func:`_measure`) and only then constructed; raises ``yaml.YAMLError`` (a
-    :class:`YamlBoundError` for a bound). ``nodes``: the values all documents may hold once
-    aliases are expanded (an LMS export of a large class holds more than a lab file).
+    """Every document of ``text``, as ``yaml.load_all(text, Loader=loader)`` (a SafeLoader or
+    CSafeLoader class) gives them, each measured before it is constructed; raises
+    ``yaml.YAMLError`` (:class:`YamlBoundError` for a bound). ``nodes``: the values all
+    documents may hold once aliases are expanded (an LMS export of a large class holds more).
     """
     reader = loader(text)
     docs: list[Json] = []
@@ -116,10 +114,9 @@ def yaml_documents(
 
 
 def yaml_first_node(text: str, loader: Callable[[str], _Loader]) -> tuple[yaml.Node | None, bool]:
-    """The first document of ``text``, composed and measured but not constructed, and whether
-    another document follows it: for a reader that decodes only the first, as Go's yaml.v2
-    ``Unmarshal`` does. None for an empty stream; raises ``yaml.YAMLError`` as
-    :func:`yaml_documents` does. Nothing past the first document is parsed but its start."""
+    """The first document of ``text``, composed and measured but not constructed (None for an
+    empty stream), and whether another follows it: for a reader that decodes only the first,
+    as Go's yaml.v2 ``Unmarshal`` does. Raises as :func:`yaml_documents` does."""
     reader = loader(text)
     try:
         node = reader.get_node() if reader.check_node() else None
@@ -245,21 +242,19 @@ class _BoundedInfo(tarfile.TarInfo):
     """A TarInfo that checks what a header claims before tarfile reads what follows it.
 
     ``_proc_member`` is where tarfile, having parsed the 512-byte header, dispatches on its
-    type; a long-name or pax header's body is read whole right after, so its size is checked
-    here. (A private method, but the same since Python 2.5; tests/test_hostile_snapshots.py
-    fails if a Python changes it.)
+    type, and reads a long-name or pax header's body whole right after. (Private, but the same
+    since Python 2.5; tests/test_hostile_snapshots.py fails if a Python changes it.)
     """
 
     def _proc_member(self, archive: _BoundedTar) -> tarfile.TarInfo:
         if self.type in _EXTENSIONS:
             archive.chain += 1
-            chain = archive.chain
             if self.size > MAX_TAR_HEADER:
                 raise TooLarge(
                     f"a tar header claims {self.size} bytes of name or attributes "
                     f"(at most {MAX_TAR_HEADER} are read)"
                 )
-            if chain > MAX_TAR_EXTENSIONS:
+            if archive.chain > MAX_TAR_EXTENSIONS:
                 raise TooLarge(f"more than {MAX_TAR_EXTENSIONS} tar extension headers in a row")
         elif self.type == tarfile.GNUTYPE_SPARSE:  # never written by gpushare
             raise TooLarge("a sparse tar member (gpushare never writes one)")

@@ -14,13 +14,12 @@
 
 The whole hash is the sha256 of the sorted ``name sha256`` lines of the members: the
 content's identity, independent of tar and gzip metadata. Reading is defensive: size and count
-caps before anything is unpacked, tar headers checked before tarfile reads what they announce,
-JSON bounded before it is parsed (:mod:`gpushare.submissions.bounded`), the manifest's and the
-cluster answers' shapes checked in one place (:func:`manifest_problem`,
-:func:`cluster_problem`), only regular files, folders and links that stay inside, tarfile's
-``data`` filter on top, every hash checked, and nothing written outside the scratch folder the
-caller gives. A bad snapshot is :class:`SnapshotError`: one line, exit 2; never another
-exception, whatever the bytes.
+caps before anything is unpacked, tar headers and JSON bounded before they are parsed
+(:mod:`gpushare.submissions.bounded`), the shapes checked in one place
+(:func:`manifest_problem`, :func:`cluster_problem`), only regular files, folders and links that
+stay inside, tarfile's ``data`` filter on top, every hash checked, nothing written outside the
+caller's scratch folder. A bad snapshot is :class:`SnapshotError` (one line, exit 2), never
+another exception, whatever the bytes.
 """
 
 from __future__ import annotations
@@ -37,6 +36,7 @@ import subprocess
 import tarfile
 import time
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -60,16 +60,17 @@ MAX_TEXT = 4096  # a manifest's strings: learner, workdir, the cluster's identit
 # :func:`capture_time` reads: whatever else a manifest holds is a time no one wrote by capturing.
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 _TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
+# what a damaged or cut-short archive raises (tarfile, gzip, JSON; a UnicodeError is a ValueError)
+_BROKEN = (tarfile.TarError, EOFError, zlib.error, OSError, ValueError, RecursionError)
 
 
 class SnapshotError(Exception):
-    """The snapshot cannot be written or graded; the message is one line saying why.
+    """The snapshot cannot be written or graded; the message is one line saying why, in English.
 
     ``kind`` sorts the reasons for whoever is told in their own language (a class report, a
     learner's results): ``unreadable`` (damaged, cut short, not a snapshot at all),
     ``altered`` (changed after capture), ``format`` (made by a gpushare this one cannot read)
     or ``refused`` (holds what is never unpacked: a path leading out, a device, too much).
-    The message itself stays technical, in English (a one-line error of the command line);
     ``detail`` says the same without the snapshot's path, as a translatable value.
     """
 
@@ -125,15 +126,10 @@ def learner_runtime(env: dict[str, str] | None = None) -> dict[str, str]:
     """The python3 and PyYAML versions a learner's script gets from PATH (the lab pod's)."""
     code = "import sys\ntry:\n import yaml; y=yaml.__version__\nexcept Exception: y='none'\n"
     code += "print(sys.version.split()[0], y)"
+    cmd = ["python3", "-c", code]
     try:
         out = subprocess.run(
-            ["python3", "-c", code],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            check=False,
+            cmd, capture_output=True, text=True, timeout=10, env=env, stdin=subprocess.DEVNULL
         )
         py, yml = out.stdout.split()
     except (OSError, ValueError, subprocess.TimeoutExpired):
@@ -142,14 +138,13 @@ def learner_runtime(env: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def capture_workdir(root: Path) -> tuple[list[tuple[tarfile.TarInfo, bytes]], JsonObject]:
-    """The work dir's members, and what is recorded instead of content.
+    """The work dir's members, and what is recorded instead of content, as
+    :class:`~gpushare.submissions.workdir.Workdir` reports it: a link that leads out (with
+    where), a FIFO, socket or device, a file over the reader's cap (by its size alone).
 
-    Walks without following links. A link that stays inside is kept as a link (its target
-    made relative); one that leads out is recorded with where it leads, as
-    :class:`~gpushare.submissions.workdir.Workdir` reports it; FIFOs, sockets and devices are
-    recorded as not regular; a file over the reader's cap by its size alone. Snapshot files
-    (``*.gpushare.tgz``) are left out: ``gpushare submit`` writes into the work dir, and each
-    submission holding all the earlier ones would double in size every time.
+    Walks without following links; a link that stays inside is kept (its target made
+    relative). Snapshot files are left out: ``gpushare submit`` writes into the work dir, and
+    each submission holding all the earlier ones would double in size every time.
     """
     members: list[tuple[tarfile.TarInfo, bytes]] = []
     recorded: JsonObject = {}
@@ -176,9 +171,9 @@ def capture_workdir(root: Path) -> tuple[list[tuple[tarfile.TarInfo, bytes]], Js
                     recorded[rel] = {"kind": "link_outside", "target": outside}
                     continue
                 target = os.path.relpath(os.path.realpath(base / rel), base / folder)
-                members.append((_work_member(rel, tarfile.SYMTYPE, 0o777, link=target), b""))
+                members.append((_member(f"work/{rel}", tarfile.SYMTYPE, 0o777, link=target), b""))
             elif stat.S_ISDIR(st.st_mode):
-                members.append((_work_member(rel, tarfile.DIRTYPE, st.st_mode), b""))
+                members.append((_member(f"work/{rel}", tarfile.DIRTYPE, st.st_mode), b""))
                 stack.append(rel)
             elif stat.S_ISREG(st.st_mode):
                 if entry.name.endswith(SUFFIX):  # an earlier submission: no grader reads it
@@ -190,24 +185,22 @@ def capture_workdir(root: Path) -> tuple[list[tuple[tarfile.TarInfo, bytes]], Js
                 total += len(data)
                 if total > MAX_UNPACKED // 2:
                     raise SnapshotError(f"the work dir {root} holds over {MAX_UNPACKED // 2} bytes")
-                members.append((_work_member(rel, tarfile.REGTYPE, st.st_mode, len(data)), data))
+                member = _member(f"work/{rel}", tarfile.REGTYPE, st.st_mode, len(data))
+                members.append((member, data))
             else:
                 recorded[rel] = {"kind": "not_regular"}
     return members, recorded
 
 
-def _work_member(
-    rel: str, kind: bytes, mode: int, size: int = 0, link: str = ""
-) -> tarfile.TarInfo:
-    """A work dir member's header: no owner, no time, no mode bits but rwx."""
-    ti = tarfile.TarInfo(f"work/{rel}")
+def _member(name: str, kind: bytes, mode: int, size: int = 0, link: str = "") -> tarfile.TarInfo:
+    """A member's header: no owner, no time, no mode bits but rwx."""
+    ti = tarfile.TarInfo(name)
     ti.type, ti.mode, ti.size, ti.mtime, ti.linkname = kind, mode & 0o755, size, 0, link
     return ti
 
 
 def _regular(path: Path, size: int) -> bytes | JsonObject:
-    """A regular file's content, or what is recorded instead: too large by its size alone, or
-    not readable."""
+    """A regular file's content, or what is recorded instead (too large, not readable)."""
     if size > MAX_BYTES:
         return {"kind": "too_large", "size": size}
     try:
@@ -291,21 +284,16 @@ def write(captured: Captured, out: Path | None = None) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
+        head = json.dumps(manifest, indent=1, sort_keys=True).encode()
         with tarfile.open(tmp, "w:gz", format=tarfile.PAX_FORMAT) as tar:
-            _add(tar, "manifest.json", json.dumps(manifest, indent=1, sort_keys=True).encode())
-            _add(tar, "cluster.json", cluster)
+            for name, data in (("manifest.json", head), ("cluster.json", cluster)):
+                tar.addfile(_member(name, tarfile.REGTYPE, 0o644, len(data)), io.BytesIO(data))
             for ti, data in captured.work:
                 tar.addfile(ti, io.BytesIO(data) if ti.isreg() else None)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
     return path
-
-
-def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
-    ti = tarfile.TarInfo(name)
-    ti.size, ti.mode, ti.mtime = len(data), 0o644, 0
-    tar.addfile(ti, io.BytesIO(data))
 
 
 # --------------------------------------------------------------------------- reading
@@ -328,37 +316,25 @@ def load(path: Path, scratch: Path) -> Snapshot:
             T("snapshot_too_large", size=size, limit=MAX_ARCHIVE),
         )
     try:
-        return _load(path, scratch)
+        work = scratch / "work"
+        work.mkdir(parents=True)
+        manifest, cluster_raw, digests = _members(path, scratch)
+        _verify(path, manifest, digests)
+        return Snapshot(path, manifest, _cluster(path, cluster_raw), work)
     except bounded.TooLarge as exc:
         raise SnapshotError(f"{path}: {exc}", "refused") from None
     except MemoryError:
         raise SnapshotError(f"{path} needs more memory than a grade may use", "refused") from None
-    except (
-        tarfile.TarError,
-        EOFError,
-        zlib.error,
-        OSError,
-        UnicodeError,
-        ValueError,
-        RecursionError,
-    ) as exc:
+    except _BROKEN as exc:
         raise SnapshotError(
             f"{path} is not a readable snapshot (corrupt or truncated: {exc})",
             detail=T("snapshot_corrupt", error=str(exc)[:200]),
         ) from None
 
 
-def _load(path: Path, scratch: Path) -> Snapshot:
-    work = scratch / "work"
-    work.mkdir(parents=True)
-    manifest, cluster_raw, digests = _members(path, scratch)
-    _verify(path, manifest, digests)
-    return Snapshot(path, manifest, _cluster(path, cluster_raw), work)
-
-
 def _members(path: Path, scratch: Path) -> tuple[JsonObject, bytes, dict[str, str]]:
-    """The manifest, cluster.json's bytes and every member's digest; the work dir's files
-    unpacked under ``scratch`` (bounded: members, bytes, each file's size)."""
+    """The manifest, cluster.json's bytes and every member's digest; the work dir unpacked
+    under ``scratch`` (bounded: members, bytes, each file's size)."""
     manifest: JsonObject | None = None
     cluster_raw: bytes | None = None
     digests: dict[str, str] = {}
@@ -444,9 +420,9 @@ def _cluster(path: Path, cluster_raw: bytes) -> JsonObject:
 
 
 def peek_digest(path: Path) -> str:
-    """The content hash the manifest states (its first member, read alone, bounded), or ""
-    when it cannot be read. Not verified here: :func:`load` does that before any grade, so a
-    grade that goes ahead had exactly this hash."""
+    """The content hash the manifest states (its first member, read alone, bounded), or "".
+    Not verified here: :func:`load` does that before any grade, so a grade that goes ahead
+    had exactly this hash."""
     try:
         if path.stat().st_size > MAX_ARCHIVE:
             return ""
@@ -498,17 +474,11 @@ def _manifest(path: Path, raw: bytes) -> JsonObject:
         )
     version = manifest.get("format")
     if type(version) is not int or version != FORMAT:  # not True, which == 1
-        shown = repr(version)[:40]
         raise SnapshotError(
-            f"{path} has snapshot format {shown}; this gpushare reads "
+            f"{path} has snapshot format {repr(version)[:40]}; this gpushare reads "
             f"format {FORMAT} (gpushare {__version__})",
             "format",
-            T(
-                "snapshot_format",
-                found=str(manifest.get("format"))[:40],
-                format=FORMAT,
-                version=__version__,
-            ),
+            T("snapshot_format", found=str(version)[:40], format=FORMAT, version=__version__),
         )
     for key in ("learner", "captured_at", "members", "sha256", "cluster"):
         if key not in manifest:
@@ -531,6 +501,10 @@ def _manifest(path: Path, raw: bytes) -> JsonObject:
 # session, the reports and the class code then never meet a list where a mapping belongs.
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+# a dry-run's refusal: [status, reason, message]
+_STATUS = [int, str, str]
 
 
 def _text(value: Json, limit: int = MAX_TEXT) -> bool:
@@ -600,14 +574,7 @@ def cluster_problem(cluster: Json) -> str | None:
             return f"answer {said}: unreadable is not a string"
         if key.startswith("dry-run:"):
             raw = answer.get("answer")
-            ok = raw is None or (
-                isinstance(raw, list)
-                and len(raw) == 3
-                and type(raw[0]) is int
-                and isinstance(raw[1], str)
-                and isinstance(raw[2], str)
-            )
-            if not ok:
+            if not (raw is None or (isinstance(raw, list) and [type(x) for x in raw] == _STATUS)):
                 return f"answer {said}: answer is not null or [status, reason, message]"
             if not (_text(answer.get("namespace"), 253) and isinstance(answer.get("body"), dict)):
                 return f"answer {said}: no namespace and body"
@@ -659,17 +626,18 @@ _RULES_KINDS = frozenset({"Role", "ClusterRole"})
 _RULE_LISTS = frozenset({"resources", "verbs", "apiGroups", "resourceNames", "nonResourceURLs"})
 
 
+def _all_str(values: Iterable[Json]) -> bool:
+    return all(isinstance(v, str) for v in values)
+
+
 def _field_problem(obj: JsonObject, kind: Json = None) -> str | None:
     """The first field of ``obj`` (at any depth) whose type is not the apiserver's, or None.
     A ConfigMap's ``data`` is strings, and a node-selector ``values`` a list of strings;
     ``kind`` (the object's, or its list's) says which meaning a name has (``_RULES_KINDS``)."""
     lists = _RULE_LISTS if kind in _RULES_KINDS else frozenset()
-    if obj.get("kind") == "ConfigMap" or "data" in obj:
-        data = obj.get("data")
-        if data is not None and not (
-            isinstance(data, dict) and all(isinstance(v, str) for v in data.values())
-        ):
-            return "data is not a mapping of strings"
+    data = obj.get("data")
+    if data is not None and not (isinstance(data, dict) and _all_str(data.values())):
+        return "data is not a mapping of strings"
     stack: list[Json] = [obj]
     while stack:
         node = stack.pop()
@@ -681,8 +649,8 @@ def _field_problem(obj: JsonObject, kind: Json = None) -> str | None:
         for key, value in node.items():
             if value is None or key == "fieldsV1":  # managedFields: the apiserver's own notes
                 continue
-            if key in lists:
-                if not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+            if key in lists or key == "values":  # a node selector's values, a rule's lists
+                if not (isinstance(value, list) and _all_str(value)):
                     return f"{key} is not a list of strings"
                 continue
             if key in _MAPPINGS and not isinstance(value, dict):
@@ -691,14 +659,10 @@ def _field_problem(obj: JsonObject, kind: Json = None) -> str | None:
                 isinstance(value, list) and all(isinstance(v, dict) for v in value)
             ):
                 return f"{key} is not a list of objects"
-            if key in _STRING_MAPS and not all(isinstance(v, str) for v in value.values()):
+            if key in _STRING_MAPS and not _all_str(value.values()):
                 return f"{key} is not a mapping of strings"
             if key in _STRINGS and not isinstance(value, str):
                 return f"{key} is not a string"
-            if key == "values" and not (
-                isinstance(value, list) and all(isinstance(v, str) for v in value)
-            ):
-                return "values is not a list of strings"
             stack.append(value)
     return None
 

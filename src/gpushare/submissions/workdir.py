@@ -3,10 +3,10 @@
 Every read is bounded (size cap, regular files only, so a FIFO or /dev/zero behind a link
 cannot hang or flood a grader), and every failure is a value, not an exception: a
 :class:`FileProblem` that a check turns into feedback with the file, line and column. YAML is
-loaded with PyYAML's safe loader into dicts that remember the line of each key, so feedback can
-point at ``k8s/mig-job.yaml:14``, and within the bounds of :mod:`gpushare.submissions.bounded`
-(aliases, documents, nesting), checked before anything is expanded: :func:`load_yaml_text` is
-the one way a learner's YAML is read, from their files or from the cluster (a ConfigMap's data).
+loaded safely into dicts that remember the line of each key (feedback points at
+``k8s/mig-job.yaml:14``), within the bounds of :mod:`gpushare.submissions.bounded`:
+:func:`load_yaml_text` is the one way a learner's YAML is read, from their files or from the
+cluster (a ConfigMap's data).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import stat
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import yaml
@@ -61,9 +62,8 @@ def _utf16(raw: bytes) -> bool:
 class _LineLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]  # see below
     """SafeLoader whose mappings are :class:`LineDict`; nothing but plain data is built.
 
-    libyaml's parser where PyYAML has it (ten times faster than the pure-Python one; the
-    constructor, and so the safety of what is built, is the same SafeConstructor). The base is
-    chosen at run time, which a type checker cannot follow (hence the ignore).
+    libyaml's parser where PyYAML has it (ten times faster; the constructor, and so the safety
+    of what is built, is the same SafeConstructor), chosen at run time (hence the ignore).
     """
 
 
@@ -118,12 +118,11 @@ def yaml_kind(value: Json) -> T:
 
 
 def load_yaml_text(text: str, origin: str, first_line: int = 1) -> list[Json] | FileProblem:
-    """All documents of ``text``; a syntax error is a FileProblem at its line and column.
+    """All documents of ``text``; a syntax error (or a bound of
+    :mod:`~gpushare.submissions.bounded` hit) is a FileProblem at its line and column.
 
     PyYAML's own description of the error is kept (in English): it names the token, which a
-    translation could not; the sentence around it is the learner's language. A text over a
-    bound of :mod:`~gpushare.submissions.bounded` is such an error too, at the line where the
-    bound was hit.
+    translation could not; the sentence around it is the learner's language.
     """
     try:
         docs = bounded.yaml_documents(text, _LineLoader)
@@ -164,23 +163,19 @@ class Workdir:
     """The learner's work directory (``k8s/``, ``bin/``, ``out/``)."""
 
     def __init__(self, root: Path, recorded: dict[str, JsonObject] | None = None) -> None:
-        """``recorded``: what a snapshot kept instead of a path's content (a link pointing out
-        of the work dir, a FIFO, a file over the size cap), so that grading the snapshot gives
-        the verdict that grading the live work dir gave."""
+        """``recorded``: what a snapshot kept instead of a path's content (a link out, a FIFO,
+        a file over the cap), so grading the snapshot gives the live work dir's verdict."""
         self.root = root
         self.recorded = recorded or {}
         self._objects: dict[str, list[LineDict] | FileProblem] = {}
         # the paths the checks read (read_text), which `gpushare watch` grades a step again on
         self.touched: set[str] = set()
-        self._absent: bool | None = None
 
-    @property
+    @cached_property
     def absent(self) -> bool:
         """Whether the work dir itself is missing (or not a folder): a wrong ``--workdir`` or
         ``WORKDIR=``, not a file the learner forgot. Looked at once per grade."""
-        if self._absent is None:
-            self._absent = not self.root.is_dir()
-        return self._absent
+        return not self.root.is_dir()
 
     def _recorded(self, rel: str) -> FileProblem | None:
         """The snapshot's record for ``rel`` or for a folder on its way (``k8s`` -> /tmp)."""
@@ -195,21 +190,17 @@ class Workdir:
         return None
 
     def read_text(self, rel: str) -> str | FileProblem:
-        """The file's text with CRLF folded to LF; or why it cannot be read as text.
-
-        Only files inside the work dir count: a link that leads out of it is a problem here,
-        as in a snapshot, which records such a link and never follows it.
+        """The file's text with CRLF folded to LF; or why it cannot be read as text. A link
+        that leads out of the work dir is a problem, as in a snapshot, which never follows it.
         """
         self.touched.add(rel)
         if self.absent:  # every file fails for that one reason, said once, first (the report)
             return FileProblem(rel, T("workdir_absent", root=str(self.root)), cause=WORKDIR_ABSENT)
-        p = self.root / rel
-        recorded = self._recorded(rel)
-        if recorded is not None:
+        if (recorded := self._recorded(rel)) is not None:
             return recorded
-        outside = link_outside(self.root, rel)
-        if outside is not None:
+        if (outside := link_outside(self.root, rel)) is not None:
             return FileProblem(rel, T("file_link_outside", target=outside))
+        p = self.root / rel
         try:
             st = p.stat()
         except FileNotFoundError:
@@ -252,10 +243,8 @@ class Workdir:
         return [d for d in docs if d is not None] or FileProblem(rel, T("file_empty"))
 
     def objects(self, rel: str) -> list[LineDict] | FileProblem:
-        """Kubernetes objects of a manifest, flattening ``kind: List``.
-
-        Parsed once per grading session (several checks read the same file, which does not
-        change while it is graded).
+        """Kubernetes objects of a manifest, flattening ``kind: List``; parsed once per grading
+        session (several checks read the same file, which does not change while it is graded).
         """
         if rel not in self._objects:
             self._objects[rel] = self._parse_objects(rel)
@@ -278,11 +267,8 @@ class Workdir:
         return out
 
     def key_values(self, rel: str) -> dict[str, tuple[str, int]] | FileProblem:
-        """``KEY=value`` lines: key -> (value, line). Blank lines and ``#`` comments ignored.
-
-        Surrounding spaces are tolerated; a line that is not ``KEY=value`` is a problem at its
-        line, so the learner sees exactly which line the grader could not read.
-        """
+        """``KEY=value`` lines: key -> (value, line); blank lines, ``#`` comments and spaces
+        around ignored. Any other line is a problem at its line: the learner sees which one."""
         text = self.read_text(rel)
         if isinstance(text, FileProblem):
             return text
