@@ -7,24 +7,21 @@ settings (:data:`SETTINGS`: deadline, language, sandbox) and ``policy.toml`` (th
 ``--policy``, else the defaults written out).
 Gradescope unpacks it into ``/autograder/source``, runs ``setup.sh`` once when it builds the
 image, and ``run_autograder`` once per submission with the upload in ``/autograder/submission``.
-Both scripts take their root from ``AUTOGRADER_ROOT`` (default ``/autograder``), so the same
-layout runs anywhere, and the tests run the real scripts in a temporary folder.
+Both scripts take their root from ``AUTOGRADER_ROOT`` (default ``/autograder``), so the tests run
+the real scripts in a temporary folder.
 
 Grading needs no kwok, no Go and no cluster: the learner uploads the snapshot ``make submit``
-wrote in the lab pod, which holds the cluster's answers. What the learner reads:
+wrote in the lab pod. What the learner reads:
 
-- a snapshot: the grade, under the policy (:mod:`gpushare.reports.policy`), with a hard deadline
-  below Gradescope's 10 minutes, so a script that never ends still leaves partial results
-  (Gradescope's own limit would leave a 0 and no output at all), under the memory cap of
-  :mod:`gpushare.grading.guard`, and with the seed ``class grade`` gives the same file (from its
-  content hash: :func:`seed_of`), so a regrade of one upload is the same grade;
+- a snapshot: the grade under the policy, with a deadline below Gradescope's 10 minutes (whose
+  own limit would leave a 0 and no output at all), under the memory cap of
+  :mod:`gpushare.grading.guard`, and with the seed ``class grade`` gives the same file, so a
+  regrade of one upload is the same grade;
 - no upload, or not a snapshot: what to upload and how (``make submit``), score 0;
 - a grade that could not be taken (an answer missing from the snapshot, the sandbox refused,
-  a bug of ours): no results.json at all, exit 2, the reason on stdout, which only
-  instructors see. Gradescope then shows "The autograder failed to execute correctly" and
-  records no score: the platform's own state for "not graded", where a results.json without a
-  score would be outside its specification (a score is required at the top or on every test)
-  and a 0 would be recorded as the learner's.
+  a bug of ours): no results.json, exit 2, the reason on stdout, which only instructors see.
+  Gradescope then shows "The autograder failed to execute correctly" and records no score, where
+  a results.json without a score is outside its specification and a 0 would be the learner's.
 """
 
 from __future__ import annotations
@@ -50,7 +47,7 @@ from gpushare.grading.errors import GradeError
 from gpushare.grading.grade import OptionError, Options, grade, lab_points
 from gpushare.locations import default_fixtures, graders_dir, lock_file
 from gpushare.reports import clean, messages, terminal
-from gpushare.reports.policy import Policy, PolicyError, total_warning
+from gpushare.reports.policy import PolicyError, total_warning
 from gpushare.reports.policy import load as load_policy
 from gpushare.reports.results import Report
 from gpushare.sandbox import levels
@@ -107,30 +104,13 @@ def _normal(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def _package_files() -> list[tuple[str, Path]]:
-    """(name in the zip, file) for the package and the lab (its graders folder whole, with its
-    support modules, texts and ``lab.toml``, and its fixtures); no bytecode."""
-    package = Path(gpushare.__file__).parent
-    fixtures = default_fixtures()
-    graders = graders_dir()
-    if not fixtures.is_dir():
-        raise BundleError(f"the lab's fixtures are not at {fixtures}")
-    if not list(graders.glob("test_step*.py")):
-        raise BundleError(f"no graders at {graders}")
-    return [
-        *_tree(package, "src/gpushare"),
-        *_tree(graders, "graders"),
-        *_tree(fixtures, "fixtures"),
-    ]
-
-
-def _tree(folder: Path, name: str) -> list[tuple[str, Path]]:
-    """(``name``/path in the zip, file) for every file under ``folder``, bytecode left out."""
+def _tree(folder: Path, name: str) -> list[tuple[str, bytes, int]]:
+    """The zip's members for every file under ``folder``, as ``name/...``, bytecode left out."""
     out = []
     for path in sorted(folder.rglob("*")):
         rel = path.relative_to(folder)
         if path.is_file() and "__pycache__" not in rel.parts and path.suffix != ".pyc":
-            out.append((f"{name}/{rel.as_posix()}", path))
+            out.append((f"{name}/{rel.as_posix()}", path.read_bytes(), 0o644))
     return out
 
 
@@ -155,8 +135,14 @@ def bundle(
         (SETTINGS, (json.dumps(settings, indent=2) + "\n").encode(), 0o644),
         (POLICY, _policy_bytes(policy), 0o644),
     ]
-    for name, path in _package_files():
-        members.append((name, path.read_bytes(), 0o644))
+    # the package, and the lab: its graders folder whole (support modules, texts, lab.toml)
+    fixtures, graders = default_fixtures(), graders_dir()
+    if not fixtures.is_dir():
+        raise BundleError(f"the lab's fixtures are not at {fixtures}")
+    if not list(graders.glob("test_step*.py")):
+        raise BundleError(f"no graders at {graders}")
+    members += _tree(Path(gpushare.__file__).parent, "src/gpushare")
+    members += _tree(graders, "graders") + _tree(fixtures, "fixtures")
     return _write_zip(Path(out), members)
 
 
@@ -167,8 +153,7 @@ def _bundle_settings(timeout: float | None, lang: str | None, sandbox: str) -> J
         raise BundleError(f"--timeout {timeout:g}: give seconds below Gradescope's 600")
     if sandbox not in ("auto", "require"):
         raise BundleError(f"--sandbox {sandbox}: auto or require")
-    # chosen by the command (gpushare.cli.choose_lang: never the builder's locale),
-    # written out, never null
+    # chosen by the command (gpushare.cli.choose_lang: never the builder's locale), never null
     try:
         lang = messages.offered(lang or messages.lab_default())
     except ValueError as exc:
@@ -185,8 +170,7 @@ def _bundle_settings(timeout: float | None, lang: str | None, sandbox: str) -> J
 def _policy_bytes(policy: Path | None) -> bytes:
     """The policy file, checked (the default one when none is given: every bundle has the same
     layout); a warning when its points are not the lab's."""
-    policy_bytes = DEFAULT_POLICY.encode()
-    loaded = None
+    policy_bytes, loaded = DEFAULT_POLICY.encode(), None
     if policy is not None:
         try:
             loaded = load_policy(Path(policy))
@@ -264,23 +248,30 @@ def _names(files: list[Path], root: Path, most: int = 3) -> str:
     return ", ".join(names) + (f" (+{more})" if more > 0 else "")
 
 
-def upload_results(problem: str, params: dict[str, str], lang: str, elapsed: float) -> JsonObject:
+def _learner_problem(
+    results: Path, problem: str, params: dict[str, str], lang: str, started: float
+) -> int:
     """results.json for an upload that is not a snapshot: score 0, and what to upload."""
     text = messages.render_value(T(problem, **params), lang)
-    return {
-        "score": 0,
-        "execution_time": round(elapsed, 3),
-        "output": text,
-        "output_format": "text",
-        "visibility": "visible",
-        "stdout_visibility": "hidden",
-        "extra_data": {
-            "tool": "gpushare",
-            "tool_version": __version__,
-            "upload_problem": problem,
-            "lang": lang,
+    write_json(
+        results,
+        {
+            "score": 0,
+            "execution_time": round(time.monotonic() - started, 3),
+            "output": text,
+            "output_format": "text",
+            "visibility": "visible",
+            "stdout_visibility": "hidden",
+            "extra_data": {
+                "tool": "gpushare",
+                "tool_version": __version__,
+                "upload_problem": problem,
+                "lang": lang,
+            },
         },
-    }
+    )
+    print(clean.text(f"gpushare: {problem}: {text}"))
+    return EXIT_FAILED
 
 
 def gradescope_json(report: Report) -> JsonObject:
@@ -293,9 +284,7 @@ def gradescope_json(report: Report) -> JsonObject:
     """
     data = report.as_json()
     data["extra_data"]["max_score"] = data.pop("max_score")
-    data["output_format"] = "text"
-    data["test_output_format"] = "text"
-    data["test_name_format"] = "text"
+    data.update(output_format="text", test_output_format="text", test_name_format="text")
     return data
 
 
@@ -333,14 +322,17 @@ def run(root: Path) -> int:
         return _learner_problem(results, problem, params, lang, started)
     print(f"gpushare: grading {_names([upload], root)}")
     try:
-        options = Options(
-            snapshot=upload,
-            lang=lang,
-            seed=seed_of(upload),
-            timeout=float(settings["timeout"]),
-            policy=_load_policy(source, settings),
-            unsafe_no_sandbox=_without_sandbox(settings),
-        )
+        # the seed of the unseen cases from the content hash, as ``class grade`` derives it with
+        # its default ``--seed 0``: every run on one upload judges the same cases as the class
+        seed = seed_for(0, peek_digest(upload))
+        timeout = float(settings["timeout"])
+        policy = load_policy(source / settings["policy"]) if settings.get("policy") else None
+        # never unsandboxed: a snapshot is strangers' work, graded at bubblewrap where the
+        # container allows it, else at uid (Gradescope runs us as root); ``require`` refuses
+        # anything but bubblewrap (no score, as for any grade that could not be taken)
+        if settings.get("sandbox") == "require":
+            levels.choose(strangers=True, minimum=levels.BUBBLEWRAP)
+        options = Options(snapshot=upload, lang=lang, seed=seed, timeout=timeout, policy=policy)
         with guard.capped_memory():
             outcome = grade(options, started)
     except IsolationUnavailable as exc:
@@ -353,7 +345,7 @@ def run(root: Path) -> int:
         name = _names([upload], root / "submission")
         params = {"name": name, "reason": str(exc)}
         return _learner_problem(results, "upload_wrong", params, lang, started)
-    except (OptionError, GradeError) as exc:
+    except (OptionError, GradeError, PolicyError) as exc:
         return _not_graded(str(exc))
     report = outcome.report
     if not report.complete and not report.timed_out:
@@ -365,41 +357,6 @@ def run(root: Path) -> int:
     if report.timed_out:
         print(clean.line(f"gpushare: could not finish: {report.could_not_grade}"))
     return outcome.exit_status
-
-
-def seed_of(upload: Path) -> int:
-    """The seed of the unseen cases: from the snapshot's content hash, as ``class grade``
-    derives it with its default ``--seed 0``; so every run on one upload (a regrade, a rerun)
-    judges the same cases, and the same as the class report. A file with no readable hash is
-    refused by the grade anyway."""
-    return seed_for(0, peek_digest(upload))
-
-
-def _load_policy(source: Path, settings: JsonObject) -> Policy | None:
-    if not settings.get("policy"):
-        return None
-    try:
-        return load_policy(source / settings["policy"])
-    except PolicyError as exc:
-        raise OptionError(str(exc)) from None
-
-
-def _without_sandbox(settings: JsonObject) -> bool:
-    """Never: a snapshot is strangers' work, graded at ``bubblewrap`` where the container
-    allows it, else at ``uid`` (Gradescope runs us as root). ``require`` refuses anything but
-    ``bubblewrap`` (no score, as for any grade that could not be taken)."""
-    if settings.get("sandbox") == "require":
-        levels.choose(strangers=True, minimum=levels.BUBBLEWRAP)
-    return False
-
-
-def _learner_problem(
-    results: Path, problem: str, params: dict[str, str], lang: str, started: float
-) -> int:
-    data = upload_results(problem, params, lang, time.monotonic() - started)
-    write_json(results, data)
-    print(clean.text(f"gpushare: {problem}: {data['output']}"))
-    return EXIT_FAILED
 
 
 def _not_graded(reason: str) -> int:
