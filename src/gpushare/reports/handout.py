@@ -53,14 +53,13 @@ def text(lang: str) -> str:
 def rules(lang: str) -> tuple[str, str | None]:
     """``(text, warning)``: how each step is graded, ``graders/RULES.<lang>.md`` (English is
     ``RULES.md``), else the English rules with a line saying so."""
-    name = "RULES.md" if lang == "en" else f"RULES.{lang}.md"
-    path = graders_dir() / name
+    path = graders_dir() / ("RULES.md" if lang == "en" else f"RULES.{lang}.md")
+    if path.exists():
+        return path.read_text(encoding="utf-8"), None
+    path = graders_dir() / "RULES.md"
     if not path.exists():
-        path = graders_dir() / "RULES.md"
-        if not path.exists():
-            raise HandoutError(f"this lab states no rules ({graders_dir()}/RULES.md)")
-        return path.read_text(encoding="utf-8"), f"the rules have no '{lang}' text; showing 'en'"
-    return path.read_text(encoding="utf-8"), None
+        raise HandoutError(f"this lab states no rules ({graders_dir()}/RULES.md)")
+    return path.read_text(encoding="utf-8"), f"the rules have no '{lang}' text; showing 'en'"
 
 
 def show(body: str, out: TextIO | None = None, pager: str | None = None) -> None:
@@ -70,15 +69,14 @@ def show(body: str, out: TextIO | None = None, pager: str | None = None) -> None
     nothing: the text is then written as it is.
     """
     out = out or sys.stdout
-    if not out.isatty():
-        out.write(body)
-        out.flush()
-        return
-    command = shlex.split(pager or os.environ.get("PAGER") or PAGER)
-    env = dict(os.environ)
-    env.setdefault("LESSCHARSET", "utf-8")  # less in the C locale would show zh and ko as <E4>
-    try:
-        subprocess.run(command, input=body.encode(), env=env, check=False)
-    except OSError:
-        out.write(body)
-        out.flush()
+    if out.isatty():
+        command = shlex.split(pager or os.environ.get("PAGER") or PAGER)
+        # less in the C locale would show zh and ko as <E4>
+        env = {"LESSCHARSET": "utf-8", **os.environ}
+        try:
+            subprocess.run(command, input=body.encode(), env=env, check=False)
+            return
+        except OSError:
+            pass
+    out.write(body)
+    out.flush()

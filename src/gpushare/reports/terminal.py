@@ -69,29 +69,24 @@ def render(report: Report, *, color: bool, feedback: bool = True) -> str:
     # a snapshot's work dir is a folder of the machine that captured it (often a temporary
     # one): the snapshot line below says what was graded
     place = "" if graded.get("snapshot") else f"  workdir={clean.line(report.workdir)}"
-    out.append(paint(DIM, f"  seed={report.seed}  lang={lang}{place}"))
+    footer = [f"seed={report.seed}  lang={lang}{place}"]
     if report.isolation:  # how the learner's script ran (gpushare.sandbox.levels)
-        out.append(paint(DIM, f"  isolation={report.isolation}"))
+        footer.append(f"isolation={report.isolation}")
     if graded.get("snapshot"):  # what was judged, so nobody grades the wrong one unseen
-        out.append(paint(DIM, f"  snapshot={graded['snapshot']}"))
-        out.append(
-            paint(
-                DIM,
-                f"  learner={graded.get('learner')}  captured_at={graded.get('captured_at')}"
-                f"  sha256={str(graded.get('snapshot_sha256'))[:12]}",
-            )
+        footer.append(f"snapshot={graded['snapshot']}")
+        footer.append(
+            f"learner={graded.get('learner')}  captured_at={graded.get('captured_at')}"
+            f"  sha256={str(graded.get('snapshot_sha256'))[:12]}"
         )
         if graded.get("runtime_note"):
-            out.append(paint(DIM, f"  note: {graded['runtime_note']}"))
+            footer.append(f"note: {graded['runtime_note']}")
     elif graded:
-        out.append(
-            paint(
-                DIM,
-                f"  kubeconfig={graded.get('kubeconfig')} ({graded.get('kubeconfig_source')})"
-                f"  context={graded.get('context') or '-'}",
-            )
+        footer.append(
+            f"kubeconfig={graded.get('kubeconfig')} ({graded.get('kubeconfig_source')})"
+            f"  context={graded.get('context') or '-'}"
         )
-        out.append(paint(DIM, f"  server={graded.get('server')}  user={graded.get('user') or '-'}"))
+        footer.append(f"server={graded.get('server')}  user={graded.get('user') or '-'}")
+    out.extend(paint(DIM, f"  {line}") for line in footer)
     # the root causes first: a check that fails for the same cause as an earlier one only
     # points to it, so it comes after every root
     failed = sorted((c for c in shown if not c.passed), key=lambda c: report.root_of(c) is not None)
