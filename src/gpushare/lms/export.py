@@ -33,7 +33,7 @@ from gpushare.classroom.gradebook import Row
 from gpushare.lms import canvas, moodle, plan
 from gpushare.lms.plan import Entry, Plan, Unmapped
 from gpushare.lms.roster import Roster, RosterError, read
-from gpushare.reports import clean, messages
+from gpushare.reports import clean
 
 UNMAPPED_HEADER = ["learner", "reason", "status", "score", "points", "snapshot", "folder"]
 
@@ -46,7 +46,6 @@ class ExportError(Exception):
 class Written:
     """One LMS's files and what went into them."""
 
-    lms: str
     path: Path
     side: Path
     rows: list[Entry]
@@ -114,14 +113,14 @@ class ExportOptions:
     moodle_id: str = "email"
     with_feedback: bool = False  # Moodle: a column saying the points lost
     missing_zero: bool = False  # a roster learner with no submission gets 0, not blank
-    lang: str | None = None  # chosen by the command line; None: each learner's
+    lang: str | None = None  # offered, as the command line checks it; None: each learner's
     fallback_lang: str = "en"  # a learner's own is unknown: the command's (cli.choose_lang)
     to: Path | None = None  # default: the class folder
 
 
 def export(class_dir: Path, opts: ExportOptions) -> tuple[list[Written], Roster]:
     """Write each LMS's import and side file; ExportError (one line) when nothing can be."""
-    lang = _checked(opts)
+    _checked(opts)
     possible = points_of(opts.points)
     try:
         column = canvas.column(opts.assignment, opts.assignment_id) if "canvas" in opts.lms else ""
@@ -148,19 +147,18 @@ def export(class_dir: Path, opts: ExportOptions) -> tuple[list[Written], Roster]
                 opts.moodle_id,
                 opts.assignment.strip(),
                 with_feedback=opts.with_feedback,
-                lang=lang,
+                lang=opts.lang,
                 fallback_lang=opts.fallback_lang,
             )
         path, side = targets[name]
         gradebook.write_text(path, body, private=True)  # the roster's e-mails and SIS IDs
         gradebook.write_text(side, _unmapped_text(left))
-        written.append(Written(name, path, side, kept, left, made))
+        written.append(Written(path, side, kept, left, made))
     return written, people
 
 
-def _checked(opts: ExportOptions) -> str | None:
-    """Refuse options that do not go together, before anything is read; the language resolved
-    (None: each learner's)."""
+def _checked(opts: ExportOptions) -> None:
+    """Refuse options that do not go together, before anything is read."""
     if not opts.lms:
         raise ExportError("say which LMS to export for: --canvas, --moodle or both")
     if opts.with_feedback and "moodle" not in opts.lms:
@@ -170,15 +168,8 @@ def _checked(opts: ExportOptions) -> str | None:
             "--moodle needs --roster: Moodle identifies users by e-mail, "
             "username or ID number, which only the roster knows"
         )
-    lang = opts.lang
-    if lang is not None:
-        try:
-            lang = messages.offered(lang)
-        except ValueError as exc:
-            raise ExportError(str(exc)) from None
     if not opts.assignment.strip():
         raise ExportError("--assignment: the assignment's name is empty")
-    return lang
 
 
 def _target(folder: Path, name: str) -> Path:
@@ -206,9 +197,6 @@ def _unmapped_text(left: list[Unmapped]) -> str:
             ]
         )
     return "\ufeff" + buf.getvalue()
-
-
-# --------------------------------------------------------------------------- the command
 
 
 def summary(written: list[Written], roster: Roster) -> str:

@@ -79,9 +79,6 @@ class BundleError(Exception):
     """The bundle cannot be built; one line (exit 2)."""
 
 
-# --------------------------------------------------------------------------- the bundle
-
-
 def requirements() -> str:
     """The lock's entries for :data:`REQUIREMENTS` (``name==version`` and its hashes)."""
     lock = lock_file()
@@ -173,10 +170,10 @@ def _policy_bytes(policy: Path | None) -> bytes:
     policy_bytes, loaded = DEFAULT_POLICY.encode(), None
     if policy is not None:
         try:
-            loaded = load_policy(Path(policy))
+            loaded = load_policy(policy)
         except PolicyError as exc:
             raise BundleError(str(exc)) from None
-        policy_bytes = Path(policy).read_bytes()
+        policy_bytes = policy.read_bytes()
     warning = total_warning(loaded, lab_points())  # the Gradescope assignment's points
     if warning:
         print(warning, file=sys.stderr)
@@ -198,9 +195,6 @@ def _write_zip(out: Path, members: list[tuple[str, bytes, int]]) -> Path:
     finally:
         tmp.unlink(missing_ok=True)
     return out
-
-
-# --------------------------------------------------------------------------- run_autograder
 
 
 def find_upload(submission: Path) -> tuple[Path | None, str, dict[str, str]]:
@@ -227,14 +221,8 @@ def find_upload(submission: Path) -> tuple[Path | None, str, dict[str, str]]:
         return None, "upload_several", {"names": _names(snapshots, submission)}
     if len(files) == 1:
         return files[0], "", {}
-    return (
-        None,
-        "upload_wrong",
-        {
-            "name": _names(files, submission),
-            "reason": f"none of them is a {SUFFIX} file",
-        },
-    )
+    reason = f"none of them is a {SUFFIX} file"
+    return None, "upload_wrong", {"name": _names(files, submission), "reason": reason}
 
 
 def _names(files: list[Path], root: Path, most: int = 3) -> str:
@@ -253,23 +241,21 @@ def _learner_problem(
 ) -> int:
     """results.json for an upload that is not a snapshot: score 0, and what to upload."""
     text = messages.render_value(T(problem, **params), lang)
-    write_json(
-        results,
-        {
-            "score": 0,
-            "execution_time": round(time.monotonic() - started, 3),
-            "output": text,
-            "output_format": "text",
-            "visibility": "visible",
-            "stdout_visibility": "hidden",
-            "extra_data": {
-                "tool": "gpushare",
-                "tool_version": __version__,
-                "upload_problem": problem,
-                "lang": lang,
-            },
+    data: JsonObject = {
+        "score": 0,
+        "execution_time": round(time.monotonic() - started, 3),
+        "output": text,
+        "output_format": "text",
+        "visibility": "visible",
+        "stdout_visibility": "hidden",
+        "extra_data": {
+            "tool": "gpushare",
+            "tool_version": __version__,
+            "upload_problem": problem,
+            "lang": lang,
         },
-    )
+    }
+    write_json(results, data)
     print(clean.text(f"gpushare: {problem}: {text}"))
     return EXIT_FAILED
 
@@ -364,9 +350,6 @@ def _not_graded(reason: str) -> int:
     print(clean.line(reason if reason.startswith("gpushare:") else f"gpushare: {reason}"))
     print("gpushare: no results.json written: this submission is not graded (not a zero)")
     return EXIT_ERROR
-
-
-# --------------------------------------------------------------------------- the command
 
 
 def run_cli(args: argparse.Namespace) -> int:

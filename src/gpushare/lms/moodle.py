@@ -41,7 +41,7 @@ from gpushare.reports import clean, messages
 FILE = "moodle-import.csv"
 UNMAPPED = "moodle-unmapped.csv"
 BOM = "\ufeff"
-# --moodle-id -> (the roster column, the column's header: Moodle's own name of the field)
+# --moodle-id (the roster column) -> the column's header: Moodle's own name of the field
 KINDS = {"email": "Email address", "username": "Username", "idnumber": "ID number"}
 FEEDBACK = "Feedback"
 MAX_ITEMS = 8  # lost checks named in a feedback cell; the rest are counted

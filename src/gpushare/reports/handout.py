@@ -31,8 +31,9 @@ def folder() -> Path:
 
 def languages() -> tuple[str, ...]:
     """The languages the lab's handout is written in, the default language first."""
-    found = sorted(p.stem for p in folder().glob("*.md"))
-    return tuple(sorted(found, key=lambda lang: (lang != messages.lab_default(), lang)))
+    first = messages.lab_default()
+    found = (p.stem for p in folder().glob("*.md"))
+    return tuple(sorted(found, key=lambda lang: (lang != first, lang)))
 
 
 def choose(lang: str) -> tuple[str, str | None]:

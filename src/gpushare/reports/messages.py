@@ -116,17 +116,12 @@ def offered(value: str) -> str:
     """``value`` as a language code (``"en_US"`` -> ``"en"``) when it is offered; ValueError
     (the usage error's text) when not. Reads no environment: for a language already chosen."""
     lang = value.strip().lower()[:2]
-    if lang not in found() or gaps(lang):
-        raise ValueError(_unknown(value, lang))
-    return lang
-
-
-def _unknown(value: str, lang: str) -> str:
-    """The usage error for a language not offered; for an incomplete one, what it lacks."""
-    missing = gaps(lang) if lang in found() else []
+    if lang in found() and not gaps(lang):
+        return lang
+    missing = gaps(lang) if lang in found() else []  # an incomplete one: what it lacks
     shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
     what = f"its catalog is incomplete ({len(missing)} to write: {shown})" if missing else "unknown"
-    return f"language {value!r}: {what}; choose one of {', '.join(langs())}"
+    raise ValueError(f"language {value!r}: {what}; choose one of {', '.join(langs())}")
 
 
 def _lab_texts() -> Path:

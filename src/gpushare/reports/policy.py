@@ -218,5 +218,5 @@ def apply(report: Report, policy: Policy | None) -> Report:
         check.visibility = rule.visibility
         if rule.show_expected or (check.passed and check.failure is None and not check.output):
             continue
-        check.withheld = True  # said as such by every output (CheckResult.said)
+        check.withheld = True  # said as such by every output (Report.said)
     return report

@@ -209,15 +209,6 @@ class Report:
             return check.output
         return messages.render(check.number, check.failure, lang, root=self.root_of(check))
 
-    @staticmethod
-    def steps(checks: list[CheckResult]) -> dict[int, tuple[int, int, bool]]:
-        """step -> (score, max score, every check passed), of ``checks``."""
-        out: dict[int, tuple[int, int, bool]] = {}
-        for c in checks:
-            s, m, ok = out.get(c.step, (0, 0, True))
-            out[c.step] = (s + c.score, m + c.max_score, ok and c.passed)
-        return out
-
     def reason_said(self, lang: str | None = None) -> str:
         """Why the grade is void or incomplete, in ``lang`` (the report's own by default)."""
         if self.could_not_grade_detail is not None:
