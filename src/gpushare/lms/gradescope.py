@@ -225,14 +225,14 @@ def find_upload(submission: Path) -> tuple[Path | None, str, dict[str, str]]:
     return None, "upload_wrong", {"name": _names(files, submission), "reason": reason}
 
 
-def _names(files: list[Path], root: Path, most: int = 3) -> str:
-    """The learner's file names as they may appear in feedback: printable, short, a few."""
+def _names(files: list[Path], root: Path) -> str:
+    """The learner's file names as they may appear in feedback: printable, short, three."""
     names = []
-    for path in files[:most]:
+    for path in files[:3]:
         name = path.relative_to(root).as_posix()
         name = "".join(ch if ch.isprintable() else "?" for ch in name)
         names.append(name if len(name) <= 80 else name[:77] + "...")
-    more = len(files) - most
+    more = len(files) - 3
     return ", ".join(names) + (f" (+{more})" if more > 0 else "")
 
 

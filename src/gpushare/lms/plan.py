@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 
 from gpushare.classroom.gradebook import Row
@@ -53,11 +53,12 @@ class Unmapped:
 
 @dataclass
 class Plan:
+    """Every roster entry's line, the graded learners no entry names, and what to tell of them."""
+
     entries: list[Entry]
     unmapped: list[Unmapped]
     points: Decimal  # the assignment's points possible
-    max_score: int  # the lab's (what a score is out of)
-    notes: list[str] = field(default_factory=list)
+    notes: list[str]
 
 
 def scaled(score: int, max_score: int, points: Decimal) -> Decimal:
@@ -120,7 +121,7 @@ def make(
         for e in entries
         if e.rows > 1 and e.row is not None
     ]
-    return Plan(entries, unmapped, possible, max_score, notes)
+    return Plan(entries, unmapped, possible, notes)
 
 
 def _graded(person: Person, rows: list[Row], possible: Decimal) -> Entry:

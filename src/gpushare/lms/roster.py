@@ -64,7 +64,6 @@ class Person:
 class Roster:
     people: dict[str, Person]  # learner -> person, in the roster's order
     skipped: int = 0  # rows without a learner
-    path: Path | None = None
 
 
 _FIELDS = [f.name for f in fields(Person) if f.name not in ("learner", "line")]
@@ -113,7 +112,7 @@ def read(path: Path) -> Roster:
         held = people.get(learner)
         people[learner] = person if held is None else _merge(held, person, path, number)
     _unique(people, path)
-    return Roster(people, skipped, path)
+    return Roster(people, skipped)
 
 
 def _merge(held: Person, more: Person, path: Path, number: int) -> Person:

@@ -13,7 +13,6 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
-from typing import TextIO
 
 from gpushare.locations import graders_dir
 from gpushare.reports import messages
@@ -63,15 +62,15 @@ def rules(lang: str) -> tuple[str, str | None]:
     return path.read_text(encoding="utf-8"), f"the rules have no '{lang}' text; showing 'en'"
 
 
-def show(body: str, out: TextIO | None = None, pager: str | None = None) -> None:
+def show(body: str) -> None:
     """Write ``body`` through ``$PAGER`` (else ``less -R``) on a terminal, plainly otherwise.
 
     A pager that cannot be started (none installed in a slim image) is no reason to show
     nothing: the text is then written as it is.
     """
-    out = out or sys.stdout
+    out = sys.stdout
     if out.isatty():
-        command = shlex.split(pager or os.environ.get("PAGER") or PAGER)
+        command = shlex.split(os.environ.get("PAGER") or PAGER)
         # less in the C locale would show zh and ko as <E4>
         env = {"LESSCHARSET": "utf-8", **os.environ}
         try:

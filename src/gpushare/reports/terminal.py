@@ -19,13 +19,12 @@ from gpushare.reports.results import CheckResult, Report
 GREEN, RED, BOLD, DIM, RESET = "\x1b[32m", "\x1b[31m", "\x1b[1m", "\x1b[2m", "\x1b[0m"
 
 
-def want_color(choice: str = "auto", stream: object = None) -> bool:
+def want_color(choice: str = "auto") -> bool:
     if choice == "yes":
         return True
     if choice == "no" or os.environ.get("NO_COLOR"):
         return False
-    stream = stream or sys.stdout
-    return bool(getattr(stream, "isatty", lambda: False)())
+    return bool(getattr(sys.stdout, "isatty", lambda: False)())
 
 
 def _width(text: str) -> int:
