@@ -75,14 +75,12 @@ def feedback(row: Row, lang: str) -> str:
         return word("lms_all_passed", lang, score=row.score, max=row.max_score)
     shown = [c for c in lost if c.visibility == "visible"]
     items = [
-        word("lms_unjudged", lang, number=c.number, title=messages.title(c.number, lang))
-        if c.score is None
-        else word(
-            "lms_item",
+        word(
+            "lms_unjudged" if c.score is None else "lms_item",
             lang,
             number=c.number,
             title=messages.title(c.number, lang),
-            points=c.max_score - c.score,
+            points=c.max_score - (c.score or 0),  # lms_unjudged says no points
         )
         for c in shown[:MAX_ITEMS]
     ]
