@@ -1,14 +1,11 @@
 """The Gradescope autograder: ``gpushare gradescope bundle`` builds it, ``... run`` is its body.
 
 The bundle is a zip in Gradescope's layout (gradescope-autograders.readthedocs.io, "Autograder
-Specifications"): ``setup.sh`` and ``run_autograder`` at its root, then this package
-(``src/gpushare``), the lab (graders/ and fixtures/), a pinned ``requirements.txt``, the
-settings (:data:`SETTINGS`: deadline, language, sandbox) and ``policy.toml`` (the instructor's
-``--policy``, else the defaults written out).
-Gradescope unpacks it into ``/autograder/source``, runs ``setup.sh`` once when it builds the
-image, and ``run_autograder`` once per submission with the upload in ``/autograder/submission``.
-Both scripts take their root from ``AUTOGRADER_ROOT`` (default ``/autograder``), so the tests run
-the real scripts in a temporary folder.
+Specifications"): ``setup.sh`` and ``run_autograder`` at its root, beside the package, the lab,
+the pinned requirements, the settings and the policy. Gradescope unpacks it into
+``/autograder/source``, runs ``setup.sh`` once when it builds the image, and ``run_autograder``
+once per submission with the upload in ``/autograder/submission``. Both scripts take their root
+from ``AUTOGRADER_ROOT``, so the tests run the real scripts in a temporary folder.
 
 Grading needs no kwok, no Go and no cluster: the learner uploads the snapshot ``make submit``
 wrote in the lab pod. What the learner reads:
@@ -119,11 +116,9 @@ def bundle(
     lang: str | None = None,
     sandbox: str = "auto",
 ) -> Path:
-    """Write the autograder zip; BundleError (one line) when it cannot be built.
-
-    The policy is checked here, so a typo fails on the instructor's machine, not on every
-    learner's submission; the language likewise.
-    """
+    """Write the autograder zip; BundleError (one line) when it cannot be built. The policy and
+    language are checked here, so a typo fails on the instructor's machine, not on every
+    learner's submission."""
     settings = _bundle_settings(timeout, lang, sandbox)
     members: list[tuple[str, bytes, int]] = [
         ("setup.sh", (TEMPLATES / "setup.sh").read_bytes(), 0o755),
@@ -198,12 +193,9 @@ def _write_zip(out: Path, members: list[tuple[str, bytes, int]]) -> Path:
 
 
 def find_upload(submission: Path) -> tuple[Path | None, str, dict[str, str]]:
-    """(the file to grade, or None with a problem key and its parameters).
-
-    The one ``*.gpushare.tgz`` among the uploaded files; a single file of another name is
-    tried too (a learner may have renamed it: its content decides). Several snapshots are
-    refused rather than one picked: the learner says which.
-    """
+    """(the file to grade, or None with a problem key and its parameters): the one
+    ``*.gpushare.tgz`` uploaded, else a single file of another name (a learner may have renamed
+    it: its content decides). Several snapshots are refused rather than one picked."""
     files: list[Path] = []
     if submission.is_dir():
         for path in sorted(submission.rglob("*")):
@@ -261,13 +253,10 @@ def _learner_problem(
 
 
 def gradescope_json(report: Report) -> JsonObject:
-    """The report's results.json, held to Gradescope's specification.
-
-    Plain text everywhere (``output_format`` and the tests' formats ``text``): learners' file
-    names and script output reach the feedback, and under Gradescope's default
-    ``simple_format`` they would be read as HTML (``<your id>`` vanishing as a tag). The top
-    ``max_score``, which the specification does not have, moves into ``extra_data``.
-    """
+    """The report's results.json, held to Gradescope's specification: plain text everywhere,
+    as learners' file names and script output would be read as HTML under the default
+    ``simple_format`` (``<your id>`` vanishing as a tag); the top ``max_score``, which the
+    specification does not have, moves into ``extra_data``."""
     data = report.as_json()
     data["extra_data"]["max_score"] = data.pop("max_score")
     data.update(output_format="text", test_output_format="text", test_name_format="text")

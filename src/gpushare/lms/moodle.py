@@ -62,11 +62,9 @@ def entries(plan: Plan, kind: str) -> tuple[list[Entry], list[Unmapped]]:
 
 
 def feedback(row: Row, lang: str) -> str:
-    """A short summary of the points ``row`` lost, check by check, in ``lang``.
-
-    Only a check learners may see now (the policy's ``visible``) is named; what the others lost
-    is one sum, so the summary still adds up to the grade beside it and names no hidden check
-    (:mod:`gpushare.reports.policy`)."""
+    """A short summary of the points ``row`` lost, check by check, in ``lang``. Only a check
+    learners may see now is named; what the others lost is one sum, so the summary still adds
+    up to the grade beside it and names no hidden check."""
     if row.score is None:
         return ""
     word = texts.text

@@ -63,11 +63,8 @@ def rules(lang: str) -> tuple[str, str | None]:
 
 
 def show(body: str) -> None:
-    """Write ``body`` through ``$PAGER`` (else ``less -R``) on a terminal, plainly otherwise.
-
-    A pager that cannot be started (none installed in a slim image) is no reason to show
-    nothing: the text is then written as it is.
-    """
+    """Write ``body`` through ``$PAGER`` (else ``less -R``) on a terminal, plainly otherwise,
+    and plainly too when the pager cannot be started (none installed in a slim image)."""
     out = sys.stdout
     if out.isatty():
         command = shlex.split(os.environ.get("PAGER") or PAGER)

@@ -59,9 +59,8 @@ def langs() -> tuple[str, ...]:
 
 
 def lab_default() -> str:
-    """The learners' language of the lab in use: ``default_lang`` of its ``lab.toml``
-    (:mod:`gpushare.lab.definition`); the reference where there is no lab (every lab has it
-    complete). The lab decides it, not the engine."""
+    """The learners' language of the lab in use: ``default_lang`` of its ``lab.toml``; the
+    reference where there is no lab (every lab has it complete)."""
     lab = definition.found()
     return lab.default_lang if lab else REFERENCE
 
@@ -278,10 +277,8 @@ def render(
     root: tuple[str, Failure] | None = None,
 ) -> str:
     """The learner's feedback for one failed check, from its data: what every output writes.
-
-    ``root``: (number, failure) of the earlier check this one follows from (the same cause);
-    then one line points to it ("See 1.3: ...") instead of repeating its diagnosis.
-    """
+    ``root``: (number, failure) of the earlier check of the same cause; then one line points to
+    it ("See 1.3: ...") instead of repeating its diagnosis."""
     if root is not None:
         check, cause = root
         # the root's diagnosis in one sentence: its problem, else what it found when that is a

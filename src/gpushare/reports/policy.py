@@ -202,10 +202,7 @@ def _rule(value: Json, where: str) -> Rule:
 
 def apply(report: Report, policy: Policy | None) -> Report:
     """Set every check's visibility and withhold feedback as the policy says; the same report.
-
-    Idempotent, so a caller (``gpushare grade``, the class report, ``run_autograder``) may
-    apply it whenever it holds a report; None leaves the report as it is (all visible).
-    """
+    Idempotent, so a caller may apply it whenever it holds a report; None changes nothing."""
     if policy is None:
         return report
     report.policy = policy.describe()

@@ -132,12 +132,9 @@ class Report:
         return [c for c in self.checks if c.visibility != "visible"]
 
     def verdict(self) -> str:
-        """The honest one-liner, or "" when some check learners see failed.
-
-        "All checks passed" only when every check is visible and passed; while any check is not
-        visible, at most "all visible checks passed" (otter-grader #138: learners told "All
-        tests passed" while hidden tests failed).
-        """
+        """The honest one-liner, or "" when some check learners see failed: while any check is
+        not visible, at most "all visible checks passed" (otter-grader #138: learners told "All
+        tests passed" while hidden tests failed)."""
         if self.not_visible():
             shown = self.visible()
             ok = bool(shown) and all(c.passed for c in shown)
@@ -277,8 +274,7 @@ class Report:
 
     def as_json(self) -> JsonObject:
         """Gradescope's results.json. A grade that could not be taken carries no ``score``
-        (nor do its tests): an LMS must not record the checks that could not read as zeros.
-        """
+        (nor do its tests): an LMS must not record the checks that could not read as zeros."""
         verdict = self.verdict()
         out: JsonObject = {
             "score": self.score,
