@@ -4,42 +4,33 @@ Canvas documents the file in the Instructure Community guide "How do I import gr
 Gradebook?" (community.canvaslms.com/t5/Instructor-Guide/How-do-I-import-grades-in-the-Gradebook
 /ta-p/807): the columns Student, ID, SIS User ID, SIS Login ID and Section, then a column per
 assignment named ``<assignment> (<assignment id>)``, and a "Points Possible" row. What the file
-must be is what the importer does with it, read in instructure/canvas-lms
+must be is what the importer does with it, in instructure/canvas-lms
 ``lib/gradebook_importer.rb`` (class GradebookImporter, commit 00b222d77ee4):
 
-- ``csv_stream``: Ruby's CSV, comma-separated unless the first three lines split more evenly
-  on semicolons (``identify_delimiter``); lines of only commas, semicolons and spaces are
-  skipped; a cell that looks like a number with a decimal comma (``/^-?[0-9.,]+%?$/``) has it
-  turned into a full stop (the ``decimal_comma_to_period`` converter). Grades are written with a
-  full stop, and an identity that this converter would change is refused (it would no longer
-  match anyone).
-- ``row_has_student_headers?`` and ``update_column_count``: the first row is the header when its
-  first cell contains "Student" and its second "ID"; "SIS User ID" then "SIS Login ID" in the
-  third and fourth cells make them identity columns, and the last of the student columns
-  must contain "Section" (else "Invalid header row": nothing is imported). The header is
-  matched by ``include?``, so the UTF-8 BOM before "Student" does not hide it; Canvas's own
-  export writes that BOM (``CSVWithI18n``, ``include_bom``) and imports such files back.
+- ``csv_stream``: Ruby's CSV; a cell that looks like a number with a decimal comma
+  (``/^-?[0-9.,]+%?$/``) has it turned into a full stop (``decimal_comma_to_period``), so grades
+  are written with a full stop and an identity this converter would change is refused (it would
+  no longer match anyone).
+- ``row_has_student_headers?``, ``update_column_count``: the header is the row whose first cells
+  contain "Student" and "ID", then "SIS User ID", "SIS Login ID", "Section" (else "Invalid header
+  row"); matched by ``include?``, so the UTF-8 BOM Canvas's own export writes (``CSVWithI18n``,
+  ``include_bom``) does not hide it.
 - ``strip_non_assignment_columns``: a column whose name contains "Current Score", "Final
-  Grade", "Override Score" and the like (``NON_ASSIGNMENT_COLUMN_HEADERS``, a substring match)
-  is not an assignment and is dropped without a word: such an assignment name is refused here.
+  Grade" and the like (``NON_ASSIGNMENT_COLUMN_HEADERS``) is dropped without a word: such an
+  assignment name is refused here.
 - ``parse_assignments`` with ``Assignment.title_and_id`` (``/\\A(.*)\\s\\((\\d+)\\)\\z/``):
-  ``Lab (1234)`` is assignment 1234 whatever its title; without an ID, the assignment of
-  exactly that title, else a new one.
+  ``Lab (1234)`` is assignment 1234 whatever its title; without an ID, the assignment of that
+  title, else a new one.
 - ``check_for_non_student_row``: a row whose first cell contains "Points Possible" sets the
-  assignment's points possible (an existing assignment's too, so the points must be the
-  assignment's); a row of only "Muted" or "Manual Posting" cells is skipped. A student whose
-  name contains "Points Possible" is written without a name (the ID finds them).
-- ``process_student``: a row's student is the Canvas user of the ID column, else the user whose
-  SIS User ID, else SIS Login ID, is given, else one whose name or sortable name is the Student
-  cell. Names are not unique, so an entry needs one of the three identities; the name is shown.
-- a blank grade cell is no grade (``no_score?``); Canvas lists every change on its review page
-  before anything is saved.
+  assignment's points possible (so the points must be the assignment's); a student whose name
+  contains it is written without a name (the ID finds them).
+- ``process_student``: the student is the user of the ID column, else of the SIS User ID, else
+  SIS Login ID, else one whose name is the Student cell. Names are not unique, so an entry needs
+  one of the three identities. A blank grade cell is no grade (``no_score?``).
 
-The file is UTF-8 with a BOM (as Canvas's export writes it, and as Excel needs to show names in
-CJK correctly when an instructor opens the file first), CRLF line ends (RFC 4180). Every cell
-goes through the class CSV's guard (:func:`gpushare.reports.clean.csv_writer`): no control
-character, no formula. An identity the guard would change is refused rather than written
-changed.
+UTF-8 with a BOM (as Canvas exports, and as Excel needs to show CJK names), CRLF line ends (RFC
+4180). Every cell goes through :func:`gpushare.reports.clean.csv_writer` (no control character,
+no formula); an identity the guard would change is refused rather than written changed.
 """
 
 from __future__ import annotations
@@ -79,9 +70,7 @@ class AssignmentError(ValueError):
 
 def column(assignment: str, assignment_id: str | None) -> str:
     """The assignment's column name: ``<assignment> (<id>)``, or the title alone."""
-    title = assignment.strip()
-    if not title:
-        raise AssignmentError("--assignment: the assignment's name is empty")
+    title = assignment.strip()  # never empty: the export refuses that first
     if assignment_id is not None and not assignment_id.isdecimal():
         raise AssignmentError(
             f"--assignment-id {assignment_id!r}: a Canvas assignment ID is digits "
@@ -104,13 +93,21 @@ def column(assignment: str, assignment_id: str | None) -> str:
     return name
 
 
+def _identities(person: Person) -> dict[str, str]:
+    return {
+        "ID": person.canvas_id,
+        "SIS User ID": person.sis_user_id,
+        "SIS Login ID": person.sis_login_id,
+    }
+
+
 def _why_not(person: Person) -> str:
     """Why ``person`` cannot be a row of the import ("" when they can)."""
-    ids = [person.canvas_id, person.sis_user_id, person.sis_login_id]
-    if not any(ids):
+    ids = [value for value in _identities(person).values() if value]
+    if not ids:
         return "no canvas_id, sis_user_id or sis_login_id in the roster"
     for value in ids:
-        if value and (clean.csv_cell(value) != value or _as_read(value) != value):
+        if clean.csv_cell(value) != value or _as_read(value) != value:
             return f"the identity {clean.line(value)!r} cannot be written as Canvas reads it"
     return ""
 
@@ -132,24 +129,15 @@ def entries(plan: Plan) -> tuple[list[Entry], list[Unmapped]]:
     taken: dict[tuple[str, str], str] = {}
     rows: list[Entry] = []
     for entry in kept:
-        p = entry.person
-        keys = [
-            (k, v)
-            for k, v in (
-                ("ID", p.canvas_id),
-                ("SIS User ID", p.sis_user_id),
-                ("SIS Login ID", p.sis_login_id),
-            )
-            if v
-        ]
+        keys = [(k, v) for k, v in _identities(entry.person).items() if v]
         other = next((taken[k] for k in keys if k in taken), None)
         if other is not None:
             why = f"its Canvas identity is also {other}'s"
-            left.append(Unmapped(p.learner, why, entry.row, entry.points))
+            left.append(Unmapped(entry.person.learner, why, entry.row, entry.points))
             continue
-        taken.update(dict.fromkeys(keys, p.learner))
+        taken.update(dict.fromkeys(keys, entry.person.learner))
         rows.append(entry)
-    return rows, [*plan.unmapped, *left]
+    return rows, left
 
 
 def text(rows: list[Entry], plan: Plan, name: str) -> str:

@@ -1,24 +1,21 @@
 """``gpushare class export CLASS_DIR --canvas --moodle``: a class's grades in each LMS's import.
 
 It reads a finished class folder (``class grade`` or ``class merge``; a regrade's too): the
-per-learner ``results.json`` files, which every output of a class is made from, after checking
-that ``grades.csv`` lists the same learners, scores and snapshots (a grade still running, or a
-folder copied in part, would not). A results.json that cannot be read stops the export: no
-learner is left out in silence.
+per-learner ``results.json`` files every output of a class is made from, after checking that
+``grades.csv`` lists the same learners, scores and snapshots (a grade still running, or a folder
+copied in part, would not). A results.json that cannot be read stops the export: no learner is
+left out in silence.
 
 For each LMS it writes, by default into the class folder (``--to DIR`` elsewhere):
 
-- the import file, :data:`gpushare.lms.canvas.FILE` (:mod:`.canvas`) or
-  :data:`gpushare.lms.moodle.FILE` (:mod:`.moodle`), with a row per roster entry the LMS can
-  identify (:mod:`.plan` says what each one gets), readable by its owner only: it holds the
-  roster's e-mail addresses and SIS IDs, which grades.csv does not;
+- the import file (:mod:`.canvas`, :mod:`.moodle`), a row per roster entry the LMS can identify
+  (:mod:`.plan` says what each gets), readable by its owner only: it holds the roster's e-mail
+  addresses and SIS IDs, which grades.csv does not;
 - a side file, ``canvas-unmapped.csv`` or ``moodle-unmapped.csv``, of everyone the import does
-  not carry: graded learners no roster entry names, roster entries without the identity that
-  LMS needs, with their scores, so none is lost. It is written every time, empty or not, so a
-  stale one never passes for this export's.
+  not carry, with their scores, so none is lost; written every time, empty or not, so a stale
+  one never passes for this export's.
 
-Both are listed on the screen. Exit status 0 when the files were written, 2 when nothing was
-(no class folder, a roster or an option that cannot be used).
+Exit status 0 when the files were written, 2 when nothing was.
 """
 
 from __future__ import annotations
@@ -36,7 +33,7 @@ from gpushare.classroom.gradebook import Row
 from gpushare.lms import canvas, moodle, plan
 from gpushare.lms.plan import Entry, Plan, Unmapped
 from gpushare.lms.roster import Roster, RosterError, read
-from gpushare.reports import clean, messages
+from gpushare.reports import clean
 
 UNMAPPED_HEADER = ["learner", "reason", "status", "score", "points", "snapshot", "folder"]
 
@@ -49,7 +46,6 @@ class ExportError(Exception):
 class Written:
     """One LMS's files and what went into them."""
 
-    lms: str
     path: Path
     side: Path
     rows: list[Entry]
@@ -117,21 +113,17 @@ class ExportOptions:
     moodle_id: str = "email"
     with_feedback: bool = False  # Moodle: a column saying the points lost
     missing_zero: bool = False  # a roster learner with no submission gets 0, not blank
-    lang: str | None = None  # chosen by the command line; None: each learner's
+    lang: str | None = None  # offered, as the command line checks it; None: each learner's
     fallback_lang: str = "en"  # a learner's own is unknown: the command's (cli.choose_lang)
     to: Path | None = None  # default: the class folder
 
 
 def export(class_dir: Path, opts: ExportOptions) -> tuple[list[Written], Roster]:
     """Write each LMS's import and side file; ExportError (one line) when nothing can be."""
-    lang = _checked(opts)
+    _checked(opts)
     possible = points_of(opts.points)
     try:
-        column = (
-            canvas.column(opts.assignment, opts.assignment_id)
-            if "canvas" in opts.lms
-            else opts.assignment
-        )
+        column = canvas.column(opts.assignment, opts.assignment_id) if "canvas" in opts.lms else ""
         people = read(opts.roster) if opts.roster is not None else Roster({})
     except (canvas.AssignmentError, RosterError) as exc:
         raise ExportError(str(exc)) from None
@@ -141,37 +133,32 @@ def export(class_dir: Path, opts: ExportOptions) -> tuple[list[Written], Roster]
     targets = {name: [_target(folder, f) for f in files[name]] for name in opts.lms}  # all, first
     written = []
     for name in opts.lms:
+        derive = plan.from_canvas_download if name == "canvas" else None
+        made = plan.make(
+            rows, people, points=possible, missing_zero=opts.missing_zero, derive=derive
+        )
         if name == "canvas":
-            made = plan.make(
-                rows,
-                people,
-                points=possible,
-                missing_zero=opts.missing_zero,
-                derive=plan.from_canvas_download,
-            )
             kept, left = canvas.entries(made)
             body = canvas.text(kept, made, column)
         else:
-            made = plan.make(rows, people, points=possible, missing_zero=opts.missing_zero)
             kept, left = moodle.entries(made, opts.moodle_id)
             body = moodle.text(
                 kept,
                 opts.moodle_id,
                 opts.assignment.strip(),
                 with_feedback=opts.with_feedback,
-                lang=lang,
+                lang=opts.lang,
                 fallback_lang=opts.fallback_lang,
             )
         path, side = targets[name]
         gradebook.write_text(path, body, private=True)  # the roster's e-mails and SIS IDs
         gradebook.write_text(side, _unmapped_text(left))
-        written.append(Written(name, path, side, kept, left, made))
+        written.append(Written(path, side, kept, left, made))
     return written, people
 
 
-def _checked(opts: ExportOptions) -> str | None:
-    """Refuse options that do not go together, before anything is read; the language resolved
-    (None: each learner's)."""
+def _checked(opts: ExportOptions) -> None:
+    """Refuse options that do not go together, before anything is read."""
     if not opts.lms:
         raise ExportError("say which LMS to export for: --canvas, --moodle or both")
     if opts.with_feedback and "moodle" not in opts.lms:
@@ -181,15 +168,8 @@ def _checked(opts: ExportOptions) -> str | None:
             "--moodle needs --roster: Moodle identifies users by e-mail, "
             "username or ID number, which only the roster knows"
         )
-    lang = opts.lang
-    if lang is not None:
-        try:
-            lang = messages.offered(lang)
-        except ValueError as exc:
-            raise ExportError(str(exc)) from None
     if not opts.assignment.strip():
         raise ExportError("--assignment: the assignment's name is empty")
-    return lang
 
 
 def _target(folder: Path, name: str) -> Path:
@@ -219,16 +199,12 @@ def _unmapped_text(left: list[Unmapped]) -> str:
     return "\ufeff" + buf.getvalue()
 
 
-# --------------------------------------------------------------------------- the command
-
-
 def summary(written: list[Written], roster: Roster) -> str:
     """What each file holds and everyone it does not, for the terminal."""
     lines = []
     if roster.skipped:
         lines.append(f"roster: {roster.skipped} rows without a learner were not read")
     for w in written:
-        made = w.plan
         counts = {
             state: [e for e in w.rows if e.state == state]
             for state in (plan.GRADED, plan.NOT_GRADED, plan.NO_SUBMISSION, plan.APART)
@@ -236,7 +212,7 @@ def summary(written: list[Written], roster: Roster) -> str:
         said = ", ".join(f"{len(v)} {k}" for k, v in counts.items() if v) or "no rows"
         lines.append(
             f"{w.path.name}: {len(w.rows)} learners ({said}), out of "
-            f"{plan.number(made.points)} points"
+            f"{plan.number(w.plan.points)} points"
         )
         blank = "0" if any(e.points is not None for e in counts[plan.NO_SUBMISSION]) else "blank"
         for e in counts[plan.NOT_GRADED]:
@@ -250,7 +226,7 @@ def summary(written: list[Written], roster: Roster) -> str:
         if counts[plan.NO_SUBMISSION]:
             names = ", ".join(e.person.learner for e in counts[plan.NO_SUBMISSION])
             lines.append(f"  no submission ({blank}): {names}")
-        lines.extend(f"  {note}" for note in made.notes)
+        lines.extend(f"  {note}" for note in w.plan.notes)
         if w.unmapped:
             lines.append(f"  {len(w.unmapped)} not in {w.path.name} (listed in {w.side.name}):")
             for u in w.unmapped:

@@ -1,30 +1,24 @@
 """The Gradescope autograder: ``gpushare gradescope bundle`` builds it, ``... run`` is its body.
 
 The bundle is a zip in Gradescope's layout (gradescope-autograders.readthedocs.io, "Autograder
-Specifications"): ``setup.sh`` and ``run_autograder`` at its root, then this package
-(``src/gpushare``), the lab (graders/ and fixtures/), a pinned ``requirements.txt``, the
-settings (:data:`SETTINGS`: deadline, language, sandbox) and ``policy.toml`` (the instructor's
-``--policy``, else the defaults written out).
-Gradescope unpacks it into ``/autograder/source``, runs ``setup.sh`` once when it builds the
-image, and ``run_autograder`` once per submission with the upload in ``/autograder/submission``.
-Both scripts take their root from ``AUTOGRADER_ROOT`` (default ``/autograder``), so the same
-layout runs anywhere, and the tests run the real scripts in a temporary folder.
+Specifications"): ``setup.sh`` and ``run_autograder`` at its root, beside the package, the lab,
+the pinned requirements, the settings and the policy. Gradescope unpacks it into
+``/autograder/source``, runs ``setup.sh`` once when it builds the image, and ``run_autograder``
+once per submission with the upload in ``/autograder/submission``. Both scripts take their root
+from ``AUTOGRADER_ROOT``, so the tests run the real scripts in a temporary folder.
 
 Grading needs no kwok, no Go and no cluster: the learner uploads the snapshot ``make submit``
-wrote in the lab pod, which holds the cluster's answers. What the learner reads:
+wrote in the lab pod. What the learner reads:
 
-- a snapshot: the grade, under the policy (:mod:`gpushare.reports.policy`), with a hard deadline
-  below Gradescope's 10 minutes, so a script that never ends still leaves partial results
-  (Gradescope's own limit would leave a 0 and no output at all), under the memory cap of
-  :mod:`gpushare.grading.guard`, and with the seed ``class grade`` gives the same file (from its
-  content hash: :func:`seed_of`), so a regrade of one upload is the same grade;
+- a snapshot: the grade under the policy, with a deadline below Gradescope's 10 minutes (whose
+  own limit would leave a 0 and no output at all), under the memory cap of
+  :mod:`gpushare.grading.guard`, and with the seed ``class grade`` gives the same file, so a
+  regrade of one upload is the same grade;
 - no upload, or not a snapshot: what to upload and how (``make submit``), score 0;
 - a grade that could not be taken (an answer missing from the snapshot, the sandbox refused,
-  a bug of ours): no results.json at all, exit 2, the reason on stdout, which only
-  instructors see. Gradescope then shows "The autograder failed to execute correctly" and
-  records no score: the platform's own state for "not graded", where a results.json without a
-  score would be outside its specification (a score is required at the top or on every test)
-  and a 0 would be recorded as the learner's.
+  a bug of ours): no results.json, exit 2, the reason on stdout, which only instructors see.
+  Gradescope then shows "The autograder failed to execute correctly" and records no score, where
+  a results.json without a score is outside its specification and a 0 would be the learner's.
 """
 
 from __future__ import annotations
@@ -50,7 +44,7 @@ from gpushare.grading.errors import GradeError
 from gpushare.grading.grade import OptionError, Options, grade, lab_points
 from gpushare.locations import default_fixtures, graders_dir, lock_file
 from gpushare.reports import clean, messages, terminal
-from gpushare.reports.policy import Policy, PolicyError, total_warning
+from gpushare.reports.policy import PolicyError, total_warning
 from gpushare.reports.policy import load as load_policy
 from gpushare.reports.results import Report
 from gpushare.sandbox import levels
@@ -82,9 +76,6 @@ class BundleError(Exception):
     """The bundle cannot be built; one line (exit 2)."""
 
 
-# --------------------------------------------------------------------------- the bundle
-
-
 def requirements() -> str:
     """The lock's entries for :data:`REQUIREMENTS` (``name==version`` and its hashes)."""
     lock = lock_file()
@@ -107,30 +98,13 @@ def _normal(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def _package_files() -> list[tuple[str, Path]]:
-    """(name in the zip, file) for the package and the lab (its graders folder whole, with its
-    support modules, texts and ``lab.toml``, and its fixtures); no bytecode."""
-    package = Path(gpushare.__file__).parent
-    fixtures = default_fixtures()
-    graders = graders_dir()
-    if not fixtures.is_dir():
-        raise BundleError(f"the lab's fixtures are not at {fixtures}")
-    if not list(graders.glob("test_step*.py")):
-        raise BundleError(f"no graders at {graders}")
-    return [
-        *_tree(package, "src/gpushare"),
-        *_tree(graders, "graders"),
-        *_tree(fixtures, "fixtures"),
-    ]
-
-
-def _tree(folder: Path, name: str) -> list[tuple[str, Path]]:
-    """(``name``/path in the zip, file) for every file under ``folder``, bytecode left out."""
+def _tree(folder: Path, name: str) -> list[tuple[str, bytes, int]]:
+    """The zip's members for every file under ``folder``, as ``name/...``, bytecode left out."""
     out = []
     for path in sorted(folder.rglob("*")):
         rel = path.relative_to(folder)
         if path.is_file() and "__pycache__" not in rel.parts and path.suffix != ".pyc":
-            out.append((f"{name}/{rel.as_posix()}", path))
+            out.append((f"{name}/{rel.as_posix()}", path.read_bytes(), 0o644))
     return out
 
 
@@ -142,11 +116,9 @@ def bundle(
     lang: str | None = None,
     sandbox: str = "auto",
 ) -> Path:
-    """Write the autograder zip; BundleError (one line) when it cannot be built.
-
-    The policy is checked here, so a typo fails on the instructor's machine, not on every
-    learner's submission; the language likewise.
-    """
+    """Write the autograder zip; BundleError (one line) when it cannot be built. The policy and
+    language are checked here, so a typo fails on the instructor's machine, not on every
+    learner's submission."""
     settings = _bundle_settings(timeout, lang, sandbox)
     members: list[tuple[str, bytes, int]] = [
         ("setup.sh", (TEMPLATES / "setup.sh").read_bytes(), 0o755),
@@ -155,8 +127,14 @@ def bundle(
         (SETTINGS, (json.dumps(settings, indent=2) + "\n").encode(), 0o644),
         (POLICY, _policy_bytes(policy), 0o644),
     ]
-    for name, path in _package_files():
-        members.append((name, path.read_bytes(), 0o644))
+    # the package, and the lab: its graders folder whole (support modules, texts, lab.toml)
+    fixtures, graders = default_fixtures(), graders_dir()
+    if not fixtures.is_dir():
+        raise BundleError(f"the lab's fixtures are not at {fixtures}")
+    if not list(graders.glob("test_step*.py")):
+        raise BundleError(f"no graders at {graders}")
+    members += _tree(Path(gpushare.__file__).parent, "src/gpushare")
+    members += _tree(graders, "graders") + _tree(fixtures, "fixtures")
     return _write_zip(Path(out), members)
 
 
@@ -167,8 +145,7 @@ def _bundle_settings(timeout: float | None, lang: str | None, sandbox: str) -> J
         raise BundleError(f"--timeout {timeout:g}: give seconds below Gradescope's 600")
     if sandbox not in ("auto", "require"):
         raise BundleError(f"--sandbox {sandbox}: auto or require")
-    # chosen by the command (gpushare.cli.choose_lang: never the builder's locale),
-    # written out, never null
+    # chosen by the command (gpushare.cli.choose_lang: never the builder's locale), never null
     try:
         lang = messages.offered(lang or messages.lab_default())
     except ValueError as exc:
@@ -185,14 +162,13 @@ def _bundle_settings(timeout: float | None, lang: str | None, sandbox: str) -> J
 def _policy_bytes(policy: Path | None) -> bytes:
     """The policy file, checked (the default one when none is given: every bundle has the same
     layout); a warning when its points are not the lab's."""
-    policy_bytes = DEFAULT_POLICY.encode()
-    loaded = None
+    policy_bytes, loaded = DEFAULT_POLICY.encode(), None
     if policy is not None:
         try:
-            loaded = load_policy(Path(policy))
+            loaded = load_policy(policy)
         except PolicyError as exc:
             raise BundleError(str(exc)) from None
-        policy_bytes = Path(policy).read_bytes()
+        policy_bytes = policy.read_bytes()
     warning = total_warning(loaded, lab_points())  # the Gradescope assignment's points
     if warning:
         print(warning, file=sys.stderr)
@@ -216,16 +192,10 @@ def _write_zip(out: Path, members: list[tuple[str, bytes, int]]) -> Path:
     return out
 
 
-# --------------------------------------------------------------------------- run_autograder
-
-
 def find_upload(submission: Path) -> tuple[Path | None, str, dict[str, str]]:
-    """(the file to grade, or None with a problem key and its parameters).
-
-    The one ``*.gpushare.tgz`` among the uploaded files; a single file of another name is
-    tried too (a learner may have renamed it: its content decides). Several snapshots are
-    refused rather than one picked: the learner says which.
-    """
+    """(the file to grade, or None with a problem key and its parameters): the one
+    ``*.gpushare.tgz`` uploaded, else a single file of another name (a learner may have renamed
+    it: its content decides). Several snapshots are refused rather than one picked."""
     files: list[Path] = []
     if submission.is_dir():
         for path in sorted(submission.rglob("*")):
@@ -243,33 +213,29 @@ def find_upload(submission: Path) -> tuple[Path | None, str, dict[str, str]]:
         return None, "upload_several", {"names": _names(snapshots, submission)}
     if len(files) == 1:
         return files[0], "", {}
-    return (
-        None,
-        "upload_wrong",
-        {
-            "name": _names(files, submission),
-            "reason": f"none of them is a {SUFFIX} file",
-        },
-    )
+    reason = f"none of them is a {SUFFIX} file"
+    return None, "upload_wrong", {"name": _names(files, submission), "reason": reason}
 
 
-def _names(files: list[Path], root: Path, most: int = 3) -> str:
-    """The learner's file names as they may appear in feedback: printable, short, a few."""
+def _names(files: list[Path], root: Path) -> str:
+    """The learner's file names as they may appear in feedback: printable, short, three."""
     names = []
-    for path in files[:most]:
+    for path in files[:3]:
         name = path.relative_to(root).as_posix()
         name = "".join(ch if ch.isprintable() else "?" for ch in name)
         names.append(name if len(name) <= 80 else name[:77] + "...")
-    more = len(files) - most
+    more = len(files) - 3
     return ", ".join(names) + (f" (+{more})" if more > 0 else "")
 
 
-def upload_results(problem: str, params: dict[str, str], lang: str, elapsed: float) -> JsonObject:
+def _learner_problem(
+    results: Path, problem: str, params: dict[str, str], lang: str, started: float
+) -> int:
     """results.json for an upload that is not a snapshot: score 0, and what to upload."""
     text = messages.render_value(T(problem, **params), lang)
-    return {
+    data: JsonObject = {
         "score": 0,
-        "execution_time": round(elapsed, 3),
+        "execution_time": round(time.monotonic() - started, 3),
         "output": text,
         "output_format": "text",
         "visibility": "visible",
@@ -281,21 +247,19 @@ def upload_results(problem: str, params: dict[str, str], lang: str, elapsed: flo
             "lang": lang,
         },
     }
+    write_json(results, data)
+    print(clean.text(f"gpushare: {problem}: {text}"))
+    return EXIT_FAILED
 
 
 def gradescope_json(report: Report) -> JsonObject:
-    """The report's results.json, held to Gradescope's specification.
-
-    Plain text everywhere (``output_format`` and the tests' formats ``text``): learners' file
-    names and script output reach the feedback, and under Gradescope's default
-    ``simple_format`` they would be read as HTML (``<your id>`` vanishing as a tag). The top
-    ``max_score``, which the specification does not have, moves into ``extra_data``.
-    """
+    """The report's results.json, held to Gradescope's specification: plain text everywhere,
+    as learners' file names and script output would be read as HTML under the default
+    ``simple_format`` (``<your id>`` vanishing as a tag); the top ``max_score``, which the
+    specification does not have, moves into ``extra_data``."""
     data = report.as_json()
     data["extra_data"]["max_score"] = data.pop("max_score")
-    data["output_format"] = "text"
-    data["test_output_format"] = "text"
-    data["test_name_format"] = "text"
+    data.update(output_format="text", test_output_format="text", test_name_format="text")
     return data
 
 
@@ -333,14 +297,17 @@ def run(root: Path) -> int:
         return _learner_problem(results, problem, params, lang, started)
     print(f"gpushare: grading {_names([upload], root)}")
     try:
-        options = Options(
-            snapshot=upload,
-            lang=lang,
-            seed=seed_of(upload),
-            timeout=float(settings["timeout"]),
-            policy=_load_policy(source, settings),
-            unsafe_no_sandbox=_without_sandbox(settings),
-        )
+        # the seed of the unseen cases from the content hash, as ``class grade`` derives it with
+        # its default ``--seed 0``: every run on one upload judges the same cases as the class
+        seed = seed_for(0, peek_digest(upload))
+        timeout = float(settings["timeout"])
+        policy = load_policy(source / settings["policy"]) if settings.get("policy") else None
+        # never unsandboxed: a snapshot is strangers' work, graded at bubblewrap where the
+        # container allows it, else at uid (Gradescope runs us as root); ``require`` refuses
+        # anything but bubblewrap (no score, as for any grade that could not be taken)
+        if settings.get("sandbox") == "require":
+            levels.choose(strangers=True, minimum=levels.BUBBLEWRAP)
+        options = Options(snapshot=upload, lang=lang, seed=seed, timeout=timeout, policy=policy)
         with guard.capped_memory():
             outcome = grade(options, started)
     except IsolationUnavailable as exc:
@@ -353,7 +320,7 @@ def run(root: Path) -> int:
         name = _names([upload], root / "submission")
         params = {"name": name, "reason": str(exc)}
         return _learner_problem(results, "upload_wrong", params, lang, started)
-    except (OptionError, GradeError) as exc:
+    except (OptionError, GradeError, PolicyError) as exc:
         return _not_graded(str(exc))
     report = outcome.report
     if not report.complete and not report.timed_out:
@@ -367,49 +334,11 @@ def run(root: Path) -> int:
     return outcome.exit_status
 
 
-def seed_of(upload: Path) -> int:
-    """The seed of the unseen cases: from the snapshot's content hash, as ``class grade``
-    derives it with its default ``--seed 0``; so every run on one upload (a regrade, a rerun)
-    judges the same cases, and the same as the class report. A file with no readable hash is
-    refused by the grade anyway."""
-    return seed_for(0, peek_digest(upload))
-
-
-def _load_policy(source: Path, settings: JsonObject) -> Policy | None:
-    if not settings.get("policy"):
-        return None
-    try:
-        return load_policy(source / settings["policy"])
-    except PolicyError as exc:
-        raise OptionError(str(exc)) from None
-
-
-def _without_sandbox(settings: JsonObject) -> bool:
-    """Never: a snapshot is strangers' work, graded at ``bubblewrap`` where the container
-    allows it, else at ``uid`` (Gradescope runs us as root). ``require`` refuses anything but
-    ``bubblewrap`` (no score, as for any grade that could not be taken)."""
-    if settings.get("sandbox") == "require":
-        levels.choose(strangers=True, minimum=levels.BUBBLEWRAP)
-    return False
-
-
-def _learner_problem(
-    results: Path, problem: str, params: dict[str, str], lang: str, started: float
-) -> int:
-    data = upload_results(problem, params, lang, time.monotonic() - started)
-    write_json(results, data)
-    print(clean.text(f"gpushare: {problem}: {data['output']}"))
-    return EXIT_FAILED
-
-
 def _not_graded(reason: str) -> int:
     """No results.json: Gradescope's "failed to execute" state, no score recorded."""
     print(clean.line(reason if reason.startswith("gpushare:") else f"gpushare: {reason}"))
     print("gpushare: no results.json written: this submission is not graded (not a zero)")
     return EXIT_ERROR
-
-
-# --------------------------------------------------------------------------- the command
 
 
 def run_cli(args: argparse.Namespace) -> int:

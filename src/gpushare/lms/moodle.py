@@ -7,31 +7,24 @@ moodle/moodle reads, in ``lib/csvlib.class.php`` (``csv_import_reader::load_csv_
 commit cf29c007d253) and ``grade/import/csv/classes/load_data.php``
 (``gradeimport_csv_load_data``, commit 0289d8c7665458):
 
-- ``load_csv_content``: the text is converted from the encoding chosen on the upload form
-  (UTF-8 by default) and a UTF-8 BOM is removed (``core_text::trim_utf8_bom``); CR LF becomes
-  LF; PHP's ``fgetcsv`` splits it with the separator chosen on the form (comma by default) and
-  ``"`` as the enclosure, so commas, quotes and line breaks in a cell are quoted as RFC 4180
-  says. ``fgetcsv`` also treats a backslash before a quote as an escape, so an identifier with a
-  backslash is refused here rather than written. Every row must have as many cells as the
-  header ("csvweirdcolumns" otherwise).
+- ``load_csv_content``: a UTF-8 BOM is removed (``core_text::trim_utf8_bom``), CR LF becomes
+  LF; PHP's ``fgetcsv`` splits cells (comma by default, ``"`` the enclosure, RFC 4180 quoting)
+  and treats a backslash before a quote as an escape, so an identifier with a backslash is
+  refused here. Every row has as many cells as the header ("csvweirdcolumns" otherwise).
 - ``grade_import_mapping_form`` (``grade/import/grade_import_form.php``): "Identify user by" maps
-  one column ("Map from") to the user's ``email``, ``username`` or ``idnumber`` (or Moodle's
-  internal ``userid``) ("Map to"); each other column is mapped to a grade item, "New grade item",
-  "Feedback for <item>" or ignored.
-- ``prepare_import_grade_data`` and ``check_user_exists``: an identifier that finds no user (or
-  finds two: ``get_record`` fails) aborts the whole import; a row whose identifier is blank keeps
-  the user of the row before it (``$this->studentid`` is not reset per row), so a blank
-  identifier would give that grade to someone else. Every row written here has one.
-- ``update_grade_item``: a grade of ``''`` or ``-`` is no grade (an existing grade becomes
-  none), else ``unformat_float`` must read a number (a full stop is always read as the decimal
-  point); over the item's maximum is refused. The grade is in the item's points.
-- ``create_feedback``: a feedback cell is the item's feedback, stored as FORMAT_MOODLE text
-  (``grade_import_commit`` in ``grade/import/lib.php``), so ``&``, ``<`` and ``>`` are written as
-  HTML entities.
+  one column to the user's ``email``, ``username`` or ``idnumber``; each other column to a
+  grade item, "Feedback for <item>" or nothing.
+- ``prepare_import_grade_data``, ``check_user_exists``: an identifier that finds no user (or two)
+  aborts the whole import; a row with a blank identifier keeps the user of the row before it
+  (``$this->studentid`` is not reset), so every row written here has one.
+- ``update_grade_item``: a grade of ``''`` or ``-`` is no grade, else ``unformat_float`` reads a
+  number (a full stop is always the decimal point), in the item's points.
+- ``create_feedback``: a feedback cell is stored as FORMAT_MOODLE text (``grade_import_commit``
+  in ``grade/import/lib.php``), so ``&``, ``<`` and ``>`` are written as HTML entities.
 
-The file is UTF-8 with a BOM (Moodle removes it; Excel needs it to show CJK names), CRLF line
-ends. Every cell goes through the class CSV's guard (:func:`gpushare.reports.clean.csv_writer`);
-an identifier the guard would change is refused rather than written changed.
+UTF-8 with a BOM (Moodle removes it; Excel needs it to show CJK names), CRLF line ends. Every
+cell goes through :func:`gpushare.reports.clean.csv_writer`; an identifier the guard would
+change is refused rather than written changed.
 """
 
 from __future__ import annotations
@@ -48,7 +41,7 @@ from gpushare.reports import clean, messages
 FILE = "moodle-import.csv"
 UNMAPPED = "moodle-unmapped.csv"
 BOM = "\ufeff"
-# --moodle-id -> (the roster column, the column's header: Moodle's own name of the field)
+# --moodle-id (the roster column) -> the column's header: Moodle's own name of the field
 KINDS = {"email": "Email address", "username": "Username", "idnumber": "ID number"}
 FEEDBACK = "Feedback"
 MAX_ITEMS = 8  # lost checks named in a feedback cell; the rest are counted
@@ -65,16 +58,13 @@ def entries(plan: Plan, kind: str) -> tuple[list[Entry], list[Unmapped]]:
             return f"the {kind} {clean.line(value)!r} cannot be written as Moodle reads it"
         return ""
 
-    kept, left = lacking(plan, why_not)
-    return kept, [*plan.unmapped, *left]
+    return lacking(plan, why_not)
 
 
 def feedback(row: Row, lang: str) -> str:
-    """A short summary of the points ``row`` lost, check by check, in ``lang``.
-
-    Only a check learners may see now (the policy's ``visible``) is named; what the others lost
-    is one sum, so the summary still adds up to the grade beside it and names no hidden check
-    (:mod:`gpushare.reports.policy`)."""
+    """A short summary of the points ``row`` lost, check by check, in ``lang``. Only a check
+    learners may see now is named; what the others lost is one sum, so the summary still adds
+    up to the grade beside it and names no hidden check."""
     if row.score is None:
         return ""
     word = texts.text
@@ -83,14 +73,12 @@ def feedback(row: Row, lang: str) -> str:
         return word("lms_all_passed", lang, score=row.score, max=row.max_score)
     shown = [c for c in lost if c.visibility == "visible"]
     items = [
-        word("lms_unjudged", lang, number=c.number, title=messages.title(c.number, lang))
-        if c.score is None
-        else word(
-            "lms_item",
+        word(
+            "lms_unjudged" if c.score is None else "lms_item",
             lang,
             number=c.number,
             title=messages.title(c.number, lang),
-            points=c.max_score - c.score,
+            points=c.max_score - (c.score or 0),  # lms_unjudged says no points
         )
         for c in shown[:MAX_ITEMS]
     ]
@@ -123,14 +111,9 @@ def text(
         if with_feedback:
             said = ""
             if entry.state == GRADED and entry.row is not None:
-                said = html.escape(
-                    feedback(entry.row, lang or _lang(entry.row, fallback_lang)), quote=False
-                )
+                # in the row's own language, else the command's (chosen by gpushare.cli)
+                own = entry.row.lang if entry.row.lang in messages.langs() else fallback_lang
+                said = html.escape(feedback(entry.row, lang or own), quote=False)
             cells.append(said)
         out.writerow(cells)
     return BOM + buf.getvalue()
-
-
-def _lang(row: Row, fallback: str) -> str:
-    """The row's own language, else the command's (chosen by gpushare.cli)."""
-    return row.lang if row.lang in messages.langs() else fallback

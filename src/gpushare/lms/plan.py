@@ -1,27 +1,25 @@
 """What an LMS import gets for each roster entry, and which graded learners it cannot place.
 
-Made from a class folder's rows (:func:`gpushare.classroom.gradebook.load_rows`, the very
-results.json every other output is made from) and a roster (:mod:`.roster`):
+Made from a class folder's rows (:func:`gpushare.classroom.gradebook.load_rows`, the results.json
+every other output is made from) and a roster (:mod:`.roster`):
 
 - a roster entry with a graded row exports its score, scaled to the assignment's points;
-- one whose row could not be graded (an error row) exports no grade: the class grade has none
-  to give, and a 0 would be recorded as the learner's own;
-- one with no row at all exports no grade, or 0 when the instructor says so
-  (``--missing zero``);
-- one whose files were graded apart (several files whose manifests alone name the learner:
-  ``<learner>/<snapshot>`` rows) exports no grade: which one counts is the instructor's call;
-- a learner graded with ``--all`` has a row per snapshot: the latest (by capture time, then
-  file name, as ``class grade`` chooses without ``--all``) is exported, and the plan says so.
+- one whose row could not be graded exports no grade: a 0 would be recorded as the learner's;
+- one with no row exports no grade, or 0 with ``--missing zero``;
+- one whose files were graded apart (``<learner>/<snapshot>`` rows: manifests alone name the
+  learner) exports no grade: which one counts is the instructor's call;
+- a learner graded with ``--all``: the latest row (by capture time, then file name, as ``class
+  grade`` chooses without ``--all``) is exported, and the plan says so.
 
 Every graded learner no roster entry names is in :attr:`Plan.unmapped`, with why: the export
-lists them on the screen and in a side file, and never drops one in silence.
+lists them on the screen and in a side file, never dropping one in silence.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 
 from gpushare.classroom.gradebook import Row
@@ -55,11 +53,12 @@ class Unmapped:
 
 @dataclass
 class Plan:
+    """Every roster entry's line, the graded learners no entry names, and what to tell of them."""
+
     entries: list[Entry]
     unmapped: list[Unmapped]
     points: Decimal  # the assignment's points possible
-    max_score: int  # the lab's (what a score is out of)
-    notes: list[str] = field(default_factory=list)
+    notes: list[str]
 
 
 def scaled(score: int, max_score: int, points: Decimal) -> Decimal:
@@ -103,10 +102,9 @@ def make(
         apart = sorted(k for k in by_learner if k.startswith(f"{key}/"))
         if apart:
             entries.append(Entry(person, APART, rows=len(apart)))
-        elif missing_zero:
-            entries.append(Entry(person, NO_SUBMISSION, points=Decimal(0)))
         else:
-            entries.append(Entry(person, NO_SUBMISSION))
+            zero = Decimal(0) if missing_zero else None
+            entries.append(Entry(person, NO_SUBMISSION, points=zero))
     unmapped: list[Unmapped] = []
     for key in sorted(set(by_learner) - claimed):
         found = by_learner[key]
@@ -117,14 +115,13 @@ def make(
         entry = _graded(Person(key), found, possible)
         why = "graded apart: its manifest alone names the learner" if "/" in key else ""
         unmapped.append(Unmapped(key, why or "no roster entry", entry.row, entry.points))
-    plan = Plan(entries, unmapped, possible, max_score)
-    plan.notes = [
+    notes = [
         f"{e.person.learner}: {e.rows} graded snapshots (--all): the latest, "
         f"{e.row.snapshot}, is exported"
         for e in entries
         if e.rows > 1 and e.row is not None
     ]
-    return plan
+    return Plan(entries, unmapped, possible, notes)
 
 
 def _graded(person: Person, rows: list[Row], possible: Decimal) -> Entry:
@@ -151,10 +148,10 @@ def from_canvas_download(row: Row) -> Person | None:
 
 
 def lacking(plan: Plan, has: Callable[[Person], str]) -> tuple[list[Entry], list[Unmapped]]:
-    """The entries an import can carry, and the others as unmapped: ``has(person)`` says why
-    an entry cannot be carried ("" when it can)."""
+    """The entries an import can carry, and the plan's unmapped with the entries it cannot:
+    ``has(person)`` says why an entry cannot be carried ("" when it can)."""
     kept: list[Entry] = []
-    left: list[Unmapped] = []
+    left = list(plan.unmapped)
     for entry in plan.entries:
         why = has(entry.person)
         if why:

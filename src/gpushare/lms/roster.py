@@ -1,26 +1,21 @@
 """Who each graded learner is in the LMS: the roster CSV of ``gpushare class export``.
 
 A class grade names each learner by the ``learner`` column of its ``grades.csv``; an LMS knows
-them by its own identities. The roster maps one to the other. It is a CSV (UTF-8, with or
-without the BOM Excel writes) with a header row and a ``learner`` column; every other column is
-optional and the one an export needs is read:
+them by its own identities. The roster is a CSV (UTF-8, with or without the BOM Excel writes)
+with a header row and a ``learner`` column; of the others, the ones an export needs are read:
+Canvas's ``canvas_id`` (numeric), ``sis_user_id``, ``sis_login_id``, ``name``, ``section``;
+Moodle's ``email``, ``username`` or ``idnumber``.
 
-- Canvas: ``canvas_id`` (the user's numeric Canvas ID), ``sis_user_id``, ``sis_login_id``, and
-  for people ``name`` and ``section``;
-- Moodle: ``email``, ``username`` or ``idnumber``, whichever the import identifies users by.
+Headers are matched without case, spaces or hyphens counting as ``_``, so the LMS's own exports
+(Canvas's "Student", "ID", "SIS User ID", ...; Moodle's "Email address", "Username", "ID
+number") need only a ``learner`` column added. The roster of ``class grade --roster`` (``file,
+learner``, a row per file) is the same file: other columns are ignored, and the rows of one
+learner are one entry.
 
-Header names are matched without case, and spaces or hyphens count as ``_``, so the columns
-of the LMS's own exports can be kept as they are: Canvas's gradebook export ("Student", "ID",
-"SIS User ID", "SIS Login ID", "Section") and Moodle's ("Email address", "Username",
-"ID number") need only a ``learner`` column added. The roster ``gpushare class grade --roster``
-reads (columns ``file,learner``, one row per file) is the same file: its ``file`` column and
-any other are ignored here, and the rows of one learner are one entry.
-
-A ``learner`` is matched to grades.csv's learner column, else to the learner as the class grade
-decided it before it became a folder name (:func:`gpushare.classroom.identity.folder_name`):
-the name a ``class grade`` roster gives. A row with no learner is skipped (counted, so the
-export can say so: an LMS export lists every enrolled student, mapped or not). Two learners
-given one LMS identity are refused: one person's grade would be imported twice, or over another.
+A ``learner`` is matched to grades.csv's, else to the learner before it became a folder name
+(:func:`gpushare.classroom.identity.folder_name`). A row with no learner is skipped and counted
+(an LMS export lists every enrolled student, mapped or not). Two learners given one LMS identity
+are refused: one person's grade would be imported twice, or over another.
 """
 
 from __future__ import annotations
@@ -69,7 +64,6 @@ class Person:
 class Roster:
     people: dict[str, Person]  # learner -> person, in the roster's order
     skipped: int = 0  # rows without a learner
-    path: Path | None = None
 
 
 _FIELDS = [f.name for f in fields(Person) if f.name not in ("learner", "line")]
@@ -118,7 +112,7 @@ def read(path: Path) -> Roster:
         held = people.get(learner)
         people[learner] = person if held is None else _merge(held, person, path, number)
     _unique(people, path)
-    return Roster(people, skipped, path)
+    return Roster(people, skipped)
 
 
 def _merge(held: Person, more: Person, path: Path, number: int) -> Person:

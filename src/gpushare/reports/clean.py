@@ -1,25 +1,23 @@
 """Text from a snapshot, made harmless where people and programs read it: a terminal, XML,
 CSV, HTML.
 
-Everything in a snapshot is the learner's to choose: their script's output, their files, the
-manifest's learner, workdir, capture time and runtime, link targets, file names. On an
-instructor's terminal an escape sequence in any of them can write the clipboard (OSC 52),
-plant a link (OSC 8), retitle the window, or move the cursor up and paint "All checks passed.
-Total: 100/100" over the real result; a control character makes XML malformed; a CSV cell that
-starts with ``=`` is a formula to a spreadsheet. So every writer for those places passes such
-text through here:
+Everything in a snapshot is the learner's to choose: script output, files, the manifest's
+learner, workdir, capture time, file names. On an instructor's terminal an escape sequence in
+any of them can write the clipboard (OSC 52), plant a link (OSC 8), retitle the window, or move
+the cursor up and paint "All checks passed. Total: 100/100" over the real result; a control
+character makes XML malformed; a CSV cell that starts with ``=`` is a formula to a spreadsheet.
+So every writer for those places passes such text through here:
 
-- :func:`text` (several lines: feedback, script output) and :func:`line` (one field: a learner,
-  a path) show each control character as its escape, ``\\x1b``, ``\\u202e``: C0 but newline
-  and tab (and those too in :func:`line`), DEL, C1, the bidirectional overrides and isolates
-  that reorder what is shown, and code points no UTF-8 or XML can carry. The attempt stays
-  visible, and inert: ``\\x1b]52;c;...`` is printable text.
+- :func:`text` (several lines) and :func:`line` (one field) show each control character as its
+  escape, ``\\x1b``, ``\\u202e``: C0 but newline and tab (those too in :func:`line`), DEL, C1,
+  the bidirectional overrides and isolates that reorder what is shown, and code points no UTF-8
+  or XML can carry. The attempt stays visible, and inert.
 - :func:`csv_cell` is :func:`line`, and a cell that a spreadsheet would run (starting with
   ``=``, ``+``, ``-``, ``@``, a tab or a carriage return, after spaces too) gets a leading
   ``'``, as OWASP's "CSV injection" advice says.
 
-The learner-facing results.json keeps the text as it was: JSON escapes control characters
-itself, and the learner is owed their own output, byte for byte.
+results.json keeps the text as it was: JSON escapes control characters itself, and the learner
+is owed their own output, byte for byte.
 """
 
 from __future__ import annotations

@@ -13,7 +13,6 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
-from typing import TextIO
 
 from gpushare.locations import graders_dir
 from gpushare.reports import messages
@@ -31,8 +30,9 @@ def folder() -> Path:
 
 def languages() -> tuple[str, ...]:
     """The languages the lab's handout is written in, the default language first."""
-    found = sorted(p.stem for p in folder().glob("*.md"))
-    return tuple(sorted(found, key=lambda lang: (lang != messages.lab_default(), lang)))
+    first = messages.lab_default()
+    found = (p.stem for p in folder().glob("*.md"))
+    return tuple(sorted(found, key=lambda lang: (lang != first, lang)))
 
 
 def choose(lang: str) -> tuple[str, str | None]:
@@ -53,32 +53,27 @@ def text(lang: str) -> str:
 def rules(lang: str) -> tuple[str, str | None]:
     """``(text, warning)``: how each step is graded, ``graders/RULES.<lang>.md`` (English is
     ``RULES.md``), else the English rules with a line saying so."""
-    name = "RULES.md" if lang == "en" else f"RULES.{lang}.md"
-    path = graders_dir() / name
+    path = graders_dir() / ("RULES.md" if lang == "en" else f"RULES.{lang}.md")
+    if path.exists():
+        return path.read_text(encoding="utf-8"), None
+    path = graders_dir() / "RULES.md"
     if not path.exists():
-        path = graders_dir() / "RULES.md"
-        if not path.exists():
-            raise HandoutError(f"this lab states no rules ({graders_dir()}/RULES.md)")
-        return path.read_text(encoding="utf-8"), f"the rules have no '{lang}' text; showing 'en'"
-    return path.read_text(encoding="utf-8"), None
+        raise HandoutError(f"this lab states no rules ({graders_dir()}/RULES.md)")
+    return path.read_text(encoding="utf-8"), f"the rules have no '{lang}' text; showing 'en'"
 
 
-def show(body: str, out: TextIO | None = None, pager: str | None = None) -> None:
-    """Write ``body`` through ``$PAGER`` (else ``less -R``) on a terminal, plainly otherwise.
-
-    A pager that cannot be started (none installed in a slim image) is no reason to show
-    nothing: the text is then written as it is.
-    """
-    out = out or sys.stdout
-    if not out.isatty():
-        out.write(body)
-        out.flush()
-        return
-    command = shlex.split(pager or os.environ.get("PAGER") or PAGER)
-    env = dict(os.environ)
-    env.setdefault("LESSCHARSET", "utf-8")  # less in the C locale would show zh and ko as <E4>
-    try:
-        subprocess.run(command, input=body.encode(), env=env, check=False)
-    except OSError:
-        out.write(body)
-        out.flush()
+def show(body: str) -> None:
+    """Write ``body`` through ``$PAGER`` (else ``less -R``) on a terminal, plainly otherwise,
+    and plainly too when the pager cannot be started (none installed in a slim image)."""
+    out = sys.stdout
+    if out.isatty():
+        command = shlex.split(os.environ.get("PAGER") or PAGER)
+        # less in the C locale would show zh and ko as <E4>
+        env = {"LESSCHARSET": "utf-8", **os.environ}
+        try:
+            subprocess.run(command, input=body.encode(), env=env, check=False)
+            return
+        except OSError:
+            pass
+    out.write(body)
+    out.flush()

@@ -7,15 +7,13 @@ so an LMS reads the same thing from either entry point.
 
 from __future__ import annotations
 
-import os
 import socket
-import tempfile
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
 from pathlib import Path
 
 from gpushare.reports import clean
-from gpushare.reports.results import Report
+from gpushare.reports.results import Report, write_atomic
 
 
 def write(
@@ -60,8 +58,4 @@ def write(
             # not the learner's failure, and CI dashboards tell the two apart
             failure = ET.SubElement(case, "error" if check.error else "failure", message=text)
             failure.text = text
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "wb") as fh:
-        ET.ElementTree(root).write(fh, encoding="utf-8", xml_declaration=True)
-    os.replace(tmp, path)
+    write_atomic(path, ET.tostring(root, encoding="utf-8", xml_declaration=True))

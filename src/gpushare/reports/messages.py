@@ -3,21 +3,17 @@
 A language's catalog is one or two files, merged table by table, the lab's over the engine's:
 
 - the engine's, ``messages/<lang>.toml`` here: the labels of a feedback block (``[labels]``),
-  the values the engine itself says (``[values]``: "the file does not exist", a snapshot
-  refused, a grade that could not be taken), and the instructor's words of the class report
-  (``[class]``, read by :mod:`gpushare.classroom.texts`);
+  the values the engine itself says (``[values]``), and the instructor's words of the class
+  report (``[class]``, read by :mod:`gpushare.classroom.texts`);
 - the lab's, ``messages/<lang>.toml`` in its graders folder: its step names (``[labels]
-  step<N>``), each check's title and hint (``[checks."<step>.<n>"]``) and the values its
-  graders say. It may hold the engine's tables too: a lab adds a language the engine lacks with
-  this one file. The lab's ``glossary.toml`` fixes the word for each of its terms in each
-  language; tests/test_feedback.py holds the catalogs to it.
+  step<N>``), each check's title and hint (``[checks."<step>.<n>"]``) and its graders' values.
+  It may hold the engine's tables too: a lab adds a language the engine lacks with this one
+  file. The lab's ``glossary.toml`` fixes its terms in each language (tests/test_feedback.py).
 
 A language is a file ``<two letters>.toml`` in either folder whose merged catalog is complete:
-every key of the reference (English: the engine's ``en.toml`` with the lab's over it), with the
-same placeholders. :func:`gaps` names what an incomplete one lacks; it is not offered. The
-lab's ``default_lang`` (its ``lab.toml``) is the learners' default, English the instructors'.
-The TOML files are read as they are, once per process (``tomllib``): an edited catalog is what
-the next grade shows, with no build step in between.
+every key of the reference (English), with the same placeholders; :func:`gaps` names what an
+incomplete one lacks, and it is not offered. The TOML files are read once per process, with no
+build step: an edited catalog is what the next grade shows.
 """
 
 from __future__ import annotations
@@ -63,9 +59,8 @@ def langs() -> tuple[str, ...]:
 
 
 def lab_default() -> str:
-    """The learners' language of the lab in use: ``default_lang`` of its ``lab.toml``
-    (:mod:`gpushare.lab.definition`); the reference where there is no lab (every lab has it
-    complete). The lab decides it, not the engine."""
+    """The learners' language of the lab in use: ``default_lang`` of its ``lab.toml``; the
+    reference where there is no lab (every lab has it complete)."""
     lab = definition.found()
     return lab.default_lang if lab else REFERENCE
 
@@ -83,15 +78,13 @@ def gaps(lang: str) -> list[str]:
 
 def resolve_lang(option: str | None, *, instructor: bool = False, locale: bool = True) -> str:
     """``--lang``, else ``GPUSHARE_LANG``, else the locale (LC_ALL, LC_MESSAGES, LANG) when the
-    lab offers it, else the fallback: English for an instructor's command (``instructor``: the
-    class commands, the report), the lab's :func:`lab_default` for a learner. A fallback the
-    lab does not offer (a lab with no Chinese texts) becomes a language it has, with a warning
-    on stderr, rather than feedback in a language half of whose texts are missing.
+    lab offers it, else English for an instructor's command, the lab's :func:`lab_default` for a
+    learner. A fallback the lab does not offer becomes a language it has, with a warning, rather
+    than feedback half of whose texts are missing.
 
-    The one place a language is chosen: each command's entry point calls it once
-    (``gpushare.cli.choose_lang``, the pytest plugin) and passes the language down; nothing
-    below reads the environment for it. ``locale=False``: not the caller's locale (a Gradescope
-    bundle is built on the instructor's machine for learners elsewhere). ValueError for a
+    The one place a language is chosen: each entry point (``gpushare.cli.choose_lang``, the
+    pytest plugin) calls it once and passes the language down. ``locale=False``: a Gradescope
+    bundle is built on the instructor's machine for learners elsewhere. ValueError for a
     language not offered.
     """
     for value in (option, os.environ.get("GPUSHARE_LANG")):
@@ -122,17 +115,12 @@ def offered(value: str) -> str:
     """``value`` as a language code (``"en_US"`` -> ``"en"``) when it is offered; ValueError
     (the usage error's text) when not. Reads no environment: for a language already chosen."""
     lang = value.strip().lower()[:2]
-    if lang not in found() or gaps(lang):
-        raise ValueError(_unknown(value, lang))
-    return lang
-
-
-def _unknown(value: str, lang: str) -> str:
-    """The usage error for a language not offered; for an incomplete one, what it lacks."""
-    missing = gaps(lang) if lang in found() else []
+    if lang in found() and not gaps(lang):
+        return lang
+    missing = gaps(lang) if lang in found() else []  # an incomplete one: what it lacks
     shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
     what = f"its catalog is incomplete ({len(missing)} to write: {shown})" if missing else "unknown"
-    return f"language {value!r}: {what}; choose one of {', '.join(langs())}"
+    raise ValueError(f"language {value!r}: {what}; choose one of {', '.join(langs())}")
 
 
 def _lab_texts() -> Path:
@@ -240,9 +228,7 @@ def untitled(numbers: Iterable[str], lang: str = REFERENCE) -> list[str]:
 
 def warn_untitled(numbers: Iterable[str]) -> None:
     """Warn once on stderr of the checks the reference catalog gives no title or hint: the
-    lab's texts lack them in every language. (A language that lacks what the reference has is
-    incomplete: refused by name, or passed over with :func:`resolve_lang`'s warning.) Only the
-    reference is read here, which every grade reads anyway."""
+    lab's texts lack them in every language (any other language lacking them is incomplete)."""
     lacking = [n for n in untitled(numbers) if n not in _warned]
     if lacking:
         _warned.update(lacking)
@@ -291,12 +277,8 @@ def render(
     root: tuple[str, Failure] | None = None,
 ) -> str:
     """The learner's feedback for one failed check, from its data: what every output writes.
-
-    ``root``: (number, failure) of the earlier check this one follows from (the same cause);
-    then one line points to it ("See 1.3: ...") instead of repeating its diagnosis.
-    """
-    if isinstance(failure, CheckFailed):
-        failure = failure.failure
+    ``root``: (number, failure) of the earlier check of the same cause; then one line points to
+    it ("See 1.3: ...") instead of repeating its diagnosis."""
     if root is not None:
         check, cause = root
         # the root's diagnosis in one sentence: its problem, else what it found when that is a
@@ -313,23 +295,16 @@ def render_failure(number: str, failure: Failure | CheckFailed, lang: str) -> st
     """The learner's feedback for one failed check: problem, expected, found, where, hint."""
     if isinstance(failure, CheckFailed):
         failure = failure.failure
-    lines = []
-    if failure.problem is not None:
-        lines.append(render_value(failure.problem, lang))
-    for key, value in (
-        ("expected", failure.expected),
-        ("found", failure.found),
-        ("where", failure.where),
-    ):
+    lines = [] if failure.problem is None else [render_value(failure.problem, lang)]
+    fields = {"expected": failure.expected, "found": failure.found, "where": failure.where}
+    for key, value in fields.items():
         if value is not None and value != "":
             lines.append(labelled(key, render_value(value, lang), lang))
-    # a failure whose check's hint would mislead carries its own
     if failure.kind:  # the grader could not judge: not the learner's mistake, and whom to tell
         lines.append(render_value(T("grader_side"), lang))
-    if failure.hint is not None:
+    text = hint(number, lang) if failure.check_hint else ""
+    if failure.hint is not None:  # a failure whose check's hint would mislead carries its own
         text = render_value(failure.hint, lang)
-    else:
-        text = hint(number, lang) if failure.check_hint else ""
     if text:
         lines.append(labelled("hint", text, lang))
     return "\n".join(lines)

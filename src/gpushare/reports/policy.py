@@ -16,26 +16,23 @@ A TOML file, per check or per step, with a default for the rest::
     points = 5
 
 ``visibility`` takes Gradescope's four values: ``visible``, ``hidden`` (never shown to
-learners), ``after_due_date``, ``after_published``. ``show_expected`` says whether a failed
-check's feedback shows what was expected and what was found. A check takes its own rule, else
-its step's, else the default. ``points`` (in a check's own table only) re-weights that check
-without editing the lab: every output then counts it so, and :func:`total` is the lab's total
-under the policy, which the instructor's commands state (and warn about when it is not 100).
+learners), ``after_due_date``, ``after_published``. ``show_expected``: whether a failed check's
+feedback shows what was expected and found. A check takes its own rule, else its step's, else
+the default. ``points`` (a check's own table only) re-weights a check without editing the lab;
+:func:`total` is the lab's total under the policy, which the instructor's commands state.
 
-Why withholding replaces the whole feedback and not just two lines of it: a failure's other
-fields carry the same facts (a check on unseen cases names the case that failed first in its
-problem line, describes it under "where", and shows under "found" the learner's output on it,
-which may echo the case's own names). So a withheld feedback keeps none of them, neither in
-its words nor as data in results.json: a check that is not visible says only that its details
-are not shown; a visible check with ``show_expected = false`` says that, plus its hint, which
-by the house rules guides without giving the answer. A check that is not visible can never
-show expected values (``show_expected = true`` there is refused): nbgrader #917 and #1363 are
-hidden tests leaking through exactly that feedback.
+Withholding replaces the whole feedback, not just two lines of it: a failure's other fields
+carry the same facts (a check on unseen cases names the failing case in its problem line,
+describes it under "where", and shows under "found" the learner's output on it). So a withheld
+feedback keeps none of them, in words or as data in results.json: a check that is not visible
+says only that its details are not shown; a visible one with ``show_expected = false`` adds its
+hint, which guides without giving the answer. A check that is not visible never shows expected
+values (``show_expected = true`` there is refused): nbgrader #917 and #1363 are hidden tests
+leaking through exactly that feedback.
 
-The policy is applied to the :class:`~gpushare.reports.results.Report` once, before anything is
-written, by :func:`apply`; every output is made from that report, so results.json, the JUnit
-XML, the terminal and the class report hold the same redactions and the same honest wording
-("all visible checks passed" while any check is not visible, never "all passed").
+:func:`apply` sets the policy on the :class:`~gpushare.reports.results.Report` before anything is
+written; every output is made from that report, so all hold the same redactions and the same
+honest wording ("all visible checks passed" while any check is not visible).
 """
 
 from __future__ import annotations
@@ -78,8 +75,7 @@ class Policy:
     default: Rule = field(default_factory=Rule)
     steps: dict[int, Rule] = field(default_factory=dict)
     checks: dict[str, Rule] = field(default_factory=dict)
-    # a check's points under this policy, apart from its rule: a table with points alone
-    # leaves the check the visibility its step gives it
+    # a check's points, apart from its rule: points alone leave the check its step's visibility
     check_points: dict[str, int] = field(default_factory=dict)
     name: str = ""
     sha256: str = ""
@@ -165,12 +161,7 @@ def parse(data: JsonObject, *, name: str = "policy", sha256: str = "") -> Policy
                 continue
         checks[key] = _rule(table, where)
     return Policy(
-        default=default,
-        steps=steps,
-        checks=checks,
-        check_points=points,
-        name=name,
-        sha256=sha256,
+        default=default, steps=steps, checks=checks, check_points=points, name=name, sha256=sha256
     )
 
 
@@ -211,10 +202,7 @@ def _rule(value: Json, where: str) -> Rule:
 
 def apply(report: Report, policy: Policy | None) -> Report:
     """Set every check's visibility and withhold feedback as the policy says; the same report.
-
-    Idempotent, so a caller (``gpushare grade``, the class report, ``run_autograder``) may
-    apply it whenever it holds a report; None leaves the report as it is (all visible).
-    """
+    Idempotent, so a caller may apply it whenever it holds a report; None changes nothing."""
     if policy is None:
         return report
     report.policy = policy.describe()
@@ -227,5 +215,5 @@ def apply(report: Report, policy: Policy | None) -> Report:
         check.visibility = rule.visibility
         if rule.show_expected or (check.passed and check.failure is None and not check.output):
             continue
-        check.withheld = True  # said as such by every output (CheckResult.said)
+        check.withheld = True  # said as such by every output (Report.said)
     return report

@@ -74,48 +74,6 @@ class CheckResult:
         self.failure = failure
         self.error = self.error or error
 
-    def said(self, lang: str, root: tuple[str, Failure] | None = None) -> str:
-        """This check's feedback in ``lang``: the one way every output says it.
-
-        ``root``: (number, failure) of an earlier check that failed for the same cause; this
-        one then points to it rather than repeating its diagnosis (see messages.render)."""
-        if self.withheld:
-            lines = [messages.render_value(messages.T("withheld"), lang)]
-            hint = messages.hint(self.number, lang)
-            if self.visibility == "visible" and hint:
-                lines.append(messages.labelled("hint", hint, lang))
-            return "\n".join(lines)
-        if self.failure is None:
-            return self.output
-        return messages.render(self.number, self.failure, lang, root=root)
-
-    def as_test(self, output: str, root: str | None = None) -> JsonObject:
-        """One entry of results.json's ``tests``, with ``output`` its feedback as said; the
-        failure's data under ``extra_data.feedback`` (never a withheld one's), and ``root``,
-        the check whose cause this one follows from."""
-        extra: JsonObject = {
-            "step": self.step,
-            "nodeid": self.nodeid,
-            "withheld": self.withheld,
-            "grader_error": self.error == "grader",
-            "could_not_grade": self.error == "cluster",
-            "timed_out": self.error == "timeout",
-        }
-        if self.failure is not None and not self.withheld:
-            extra["feedback"] = self.failure.as_data()
-            if root:
-                extra["feedback"]["follows"] = root
-        return {
-            "name": f"{self.number} {self.title}",
-            "number": self.number,
-            "score": self.score,
-            "max_score": self.max_score,
-            "status": "passed" if self.passed else "failed",
-            "output": output,
-            "visibility": self.visibility,
-            "extra_data": extra,
-        }
-
 
 @dataclass
 class Report:
@@ -174,25 +132,19 @@ class Report:
         return [c for c in self.checks if c.visibility != "visible"]
 
     def verdict(self) -> str:
-        """The honest one-liner, or "" when some check learners see failed.
-
-        "All checks passed" only when every check is visible and passed; while any check is not
-        visible, at most "all visible checks passed" (otter-grader #138: learners told "All
-        tests passed" while hidden tests failed).
-        """
+        """The honest one-liner, or "" when some check learners see failed: while any check is
+        not visible, at most "all visible checks passed" (otter-grader #138: learners told "All
+        tests passed" while hidden tests failed)."""
         if self.not_visible():
             shown = self.visible()
             ok = bool(shown) and all(c.passed for c in shown)
             return messages.label("all_visible_passed", self.lang) if ok else ""
         if not self.all_passed:
             return ""
-        if self.steps_not_graded:  # `--step`: what passed is those steps, not the lab
-            return self.steps_passed()
-        return messages.label("all_passed", self.lang)
-
-    def steps_passed(self) -> str:
-        """ "Step 1: all 5 checks passed (12/12); 7 steps not graded": a `--step` grade whose
-        checks all passed says which steps, so it never reads as the whole lab done."""
+        if not self.steps_not_graded:
+            return messages.label("all_passed", self.lang)
+        # `--step`: "Step 1: all 5 checks passed (12/12); 7 steps not graded", so a grade of some
+        # steps never reads as the whole lab done
         steps = sorted({c.step for c in self.checks})
         said = messages.T(
             "steps_passed" if len(steps) > 1 else "step_passed",
@@ -215,7 +167,7 @@ class Report:
             return f"{self.score}/{self.max_score}"
         shown = self.visible()
         score, top = sum(c.score for c in shown), sum(c.max_score for c in shown)
-        total = f"{messages.labelled('visible_total', f'{score}/{top}', self.lang)}"
+        total = messages.labelled("visible_total", f"{score}/{top}", self.lang)
         more = messages.T("not_shown", count=len(hidden), points=sum(c.max_score for c in hidden))
         return f"{total}\n{messages.render_value(more, self.lang)}"
 
@@ -238,20 +190,21 @@ class Report:
         return root if root is not None and root[0] != check.number else None
 
     def said(self, check: CheckResult, lang: str | None = None) -> str:
-        """``check``'s feedback in ``lang`` (the report's own by default), pointing to the
-        check it follows from: what every output of this report writes for it."""
+        """``check``'s feedback in ``lang`` (the report's own by default): what every output of
+        this report writes for it. A check that failed for the cause of an earlier one points
+        to it rather than repeating its diagnosis (see messages.render)."""
+        lang = lang or self.lang
         if check.passed and check.failure is None:
             return check.output
-        root = self.root_of(check) if not check.withheld else None
-        return check.said(lang or self.lang, root)
-
-    def steps(self, checks: list[CheckResult] | None = None) -> dict[int, tuple[int, int, bool]]:
-        """step -> (score, max score, every check passed), of ``checks`` (default: all)."""
-        out: dict[int, tuple[int, int, bool]] = {}
-        for c in self.checks if checks is None else checks:
-            s, m, ok = out.get(c.step, (0, 0, True))
-            out[c.step] = (s + c.score, m + c.max_score, ok and c.passed)
-        return out
+        if check.withheld:
+            lines = [messages.render_value(messages.T("withheld"), lang)]
+            hint = messages.hint(check.number, lang)
+            if check.visibility == "visible" and hint:
+                lines.append(messages.labelled("hint", hint, lang))
+            return "\n".join(lines)
+        if check.failure is None:
+            return check.output
+        return messages.render(check.number, check.failure, lang, root=self.root_of(check))
 
     def reason_said(self, lang: str | None = None) -> str:
         """Why the grade is void or incomplete, in ``lang`` (the report's own by default)."""
@@ -321,8 +274,7 @@ class Report:
 
     def as_json(self) -> JsonObject:
         """Gradescope's results.json. A grade that could not be taken carries no ``score``
-        (nor do its tests): an LMS must not record the checks that could not read as zeros.
-        """
+        (nor do its tests): an LMS must not record the checks that could not read as zeros."""
         verdict = self.verdict()
         out: JsonObject = {
             "score": self.score,
@@ -346,26 +298,49 @@ class Report:
             out["output"] = messages.render_value(
                 messages.T("report_not_graded", reason=self.reason_said()), self.lang
             )
-        if not self.complete and self.grader_side:
+        # void or cut short for a reason not the learner's doing (a reason kept only as English
+        # words, from an older gpushare or an option, is not known to be)
+        if not self.complete and grader_side(self.could_not_grade_detail):
             out["output"] += "\n" + messages.render_value(messages.T("grader_side"), self.lang)
         return out
 
-    @property
-    def grader_side(self) -> bool:
-        """Whether the grade is void or cut short for a reason not the learner's doing (a
-        reason kept only as English words, from an older gpushare or an option, is not known
-        to be)."""
-        return grader_side(self.could_not_grade_detail)
-
     def _test(self, check: CheckResult) -> JsonObject:
-        root = self.root_of(check) if not check.withheld else None
-        return check.as_test(self.said(check), root[0] if root else None)
+        """One entry of results.json's ``tests``: the failure's data under
+        ``extra_data.feedback`` (never a withheld one's), with the check it follows from."""
+        extra: JsonObject = {
+            "step": check.step,
+            "nodeid": check.nodeid,
+            "withheld": check.withheld,
+            "grader_error": check.error == "grader",
+            "could_not_grade": check.error == "cluster",
+            "timed_out": check.error == "timeout",
+        }
+        if check.failure is not None and not check.withheld:
+            extra["feedback"] = check.failure.as_data()
+            if root := self.root_of(check):
+                extra["feedback"]["follows"] = root[0]
+        return {
+            "name": f"{check.number} {check.title}",
+            "number": check.number,
+            "score": check.score,
+            "max_score": check.max_score,
+            "status": "passed" if check.passed else "failed",
+            "output": self.said(check),
+            "visibility": check.visibility,
+            "extra_data": extra,
+        }
 
     def write_json(self, path: Path) -> None:
-        """Write atomically: an LMS polling the file never reads half of it."""
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(self.as_json(), fh, ensure_ascii=False, indent=2)
-            fh.write("\n")
-        os.replace(tmp, path)
+        write_atomic(
+            path, (json.dumps(self.as_json(), ensure_ascii=False, indent=2) + "\n").encode()
+        )
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write atomically (a temporary file, 0600, then renamed): an LMS polling the file never
+    reads half of it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    os.replace(tmp, path)

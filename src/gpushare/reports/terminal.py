@@ -19,13 +19,12 @@ from gpushare.reports.results import CheckResult, Report
 GREEN, RED, BOLD, DIM, RESET = "\x1b[32m", "\x1b[31m", "\x1b[1m", "\x1b[2m", "\x1b[0m"
 
 
-def want_color(choice: str = "auto", stream: object = None) -> bool:
+def want_color(choice: str = "auto") -> bool:
     if choice == "yes":
         return True
     if choice == "no" or os.environ.get("NO_COLOR"):
         return False
-    stream = stream or sys.stdout
-    return bool(getattr(stream, "isatty", lambda: False)())
+    return bool(getattr(sys.stdout, "isatty", lambda: False)())
 
 
 def _width(text: str) -> int:
@@ -51,8 +50,10 @@ def render(report: Report, *, color: bool, feedback: bool = True) -> str:
     # under an instructor's policy only the visible checks count here: the points of the
     # others would tell how they went (see gpushare.reports.policy)
     shown = report.visible()
-    for step, (score, max_score, ok) in sorted(report.steps(shown).items()):
-        mark = paint(GREEN, ok_word) if ok else paint(RED, fail_word)
+    for step in sorted({c.step for c in shown}):
+        mine = [c for c in shown if c.step == step]
+        score, max_score = sum(c.score for c in mine), sum(c.max_score for c in mine)
+        mark = paint(GREEN, ok_word) if all(c.passed for c in mine) else paint(RED, fail_word)
         name = _pad(messages.step_name(step, lang), 34)
         out.append(f"  {step}. {name} {score:>3}/{max_score:<3} {mark}")
     if len(shown) == len(report.checks):
@@ -69,29 +70,24 @@ def render(report: Report, *, color: bool, feedback: bool = True) -> str:
     # a snapshot's work dir is a folder of the machine that captured it (often a temporary
     # one): the snapshot line below says what was graded
     place = "" if graded.get("snapshot") else f"  workdir={clean.line(report.workdir)}"
-    out.append(paint(DIM, f"  seed={report.seed}  lang={lang}{place}"))
+    footer = [f"seed={report.seed}  lang={lang}{place}"]
     if report.isolation:  # how the learner's script ran (gpushare.sandbox.levels)
-        out.append(paint(DIM, f"  isolation={report.isolation}"))
+        footer.append(f"isolation={report.isolation}")
     if graded.get("snapshot"):  # what was judged, so nobody grades the wrong one unseen
-        out.append(paint(DIM, f"  snapshot={graded['snapshot']}"))
-        out.append(
-            paint(
-                DIM,
-                f"  learner={graded.get('learner')}  captured_at={graded.get('captured_at')}"
-                f"  sha256={str(graded.get('snapshot_sha256'))[:12]}",
-            )
+        footer.append(f"snapshot={graded['snapshot']}")
+        footer.append(
+            f"learner={graded.get('learner')}  captured_at={graded.get('captured_at')}"
+            f"  sha256={str(graded.get('snapshot_sha256'))[:12]}"
         )
         if graded.get("runtime_note"):
-            out.append(paint(DIM, f"  note: {graded['runtime_note']}"))
+            footer.append(f"note: {graded['runtime_note']}")
     elif graded:
-        out.append(
-            paint(
-                DIM,
-                f"  kubeconfig={graded.get('kubeconfig')} ({graded.get('kubeconfig_source')})"
-                f"  context={graded.get('context') or '-'}",
-            )
+        footer.append(
+            f"kubeconfig={graded.get('kubeconfig')} ({graded.get('kubeconfig_source')})"
+            f"  context={graded.get('context') or '-'}"
         )
-        out.append(paint(DIM, f"  server={graded.get('server')}  user={graded.get('user') or '-'}"))
+        footer.append(f"server={graded.get('server')}  user={graded.get('user') or '-'}")
+    out.extend(paint(DIM, f"  {line}") for line in footer)
     # the root causes first: a check that fails for the same cause as an earlier one only
     # points to it, so it comes after every root
     failed = sorted((c for c in shown if not c.passed), key=lambda c: report.root_of(c) is not None)
