@@ -1,11 +1,9 @@
 """The gpushare command: lab lifecycle, grading and the reference solution.
 
 Usage errors and known failures end with one clear line on stderr and exit status 2, never a
-traceback. The modules of the lab's lifecycle, of ``solve``, of capture and of the Gradescope
-autograder are imported by their commands only: imported here, ``gpushare grade`` would load
-them before the learner's runs start (each 15-27 ms, measured with ``python -X importtime`` on
-top of what a grade loads by then; each import below says its share). What costs a grade less
-is imported here.
+traceback. The modules of the lifecycle, ``solve``, capture and Gradescope are imported by their
+commands only (each 15-27 ms, measured with ``python -X importtime``, which ``gpushare grade``
+would pay before the learner's runs start; each import below says its share).
 """
 
 from __future__ import annotations
@@ -28,7 +26,7 @@ from gpushare.precompile import precompile
 from gpushare.reports import messages
 from gpushare.sandbox import isolation, runtime
 
-EXIT_OK, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
+EXIT_OK, EXIT_ERROR = 0, 2
 
 
 class _Parser(argparse.ArgumentParser):
@@ -55,8 +53,11 @@ class _Version(argparse.Action):
         raise SystemExit(EXIT_OK)
 
 
-def _add_cluster(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--cluster", **dict(grade.SHARED_OPTIONS)["--cluster"])  # as grade says it
+def _add_shared(p: argparse.ArgumentParser, *flags: str) -> None:
+    """Options said as ``gpushare grade`` says them (:data:`grade.SHARED_OPTIONS`)."""
+    shared = dict(grade.SHARED_OPTIONS)
+    for flag in flags:
+        p.add_argument(flag, **shared[flag])
 
 
 _Sub: TypeAlias = "argparse._SubParsersAction[_Parser]"  # generic to the type checker only
@@ -87,7 +88,7 @@ def _add_lifecycle(sub: _Sub) -> None:
         ("env", 'print export lines: eval "$(gpushare env)"'),
     ]:
         p = sub.add_parser(name, help=text)
-        _add_cluster(p)
+        _add_shared(p, "--cluster")
         if name == "status":
             p.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -99,7 +100,7 @@ def _add_lifecycle(sub: _Sub) -> None:
     )
 
     p = sub.add_parser("solve", help="apply the reference solution to the lab and a workdir")
-    _add_cluster(p)
+    _add_shared(p, "--cluster")
     p.add_argument(
         "--workdir", help="work directory to write (default: $GPUSHARE_WORKDIR or /root/gpushare)"
     )
@@ -140,7 +141,7 @@ def _add_capture(sub: _Sub) -> None:
 
 def _add_capture_target(p: argparse.ArgumentParser) -> None:
     """What a capture reads: the lab (or a kubeconfig's cluster) and the work directory."""
-    _add_cluster(p)
+    _add_shared(p, "--cluster")
     p.add_argument(
         "--workdir", help="the work directory (default: $GPUSHARE_WORKDIR or /root/gpushare)"
     )
@@ -189,9 +190,7 @@ def _add_grade(sub: _Sub) -> None:
         "cluster (the apiserver's watch) or in the work directory. Never writes to the "
         "cluster. Ctrl-C to quit.",
     )
-    shared = dict(grade.SHARED_OPTIONS)
-    for flag in ("--workdir", "--kubeconfig", "--context", "--cluster", "--lang"):
-        p.add_argument(flag, **shared[flag])
+    _add_shared(p, "--workdir", "--kubeconfig", "--context", "--cluster", "--lang")
 
 
 def _add_gradescope(sub: _Sub) -> None:
