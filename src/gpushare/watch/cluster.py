@@ -150,8 +150,12 @@ class ClusterWatch:
             try:
                 creds = self._credentials()
                 conn = self._open(key, creds)
-                if version is None:
-                    version = self._list_version(conn, creds, collection, params)
+                if version is None:  # listed: the collection's resourceVersion starts the watch
+                    listed = json.loads(
+                        self._get(conn, creds, collection, {**params, "limit": "1"}).read()
+                    )
+                    meta = (listed.get("metadata") or {}) if isinstance(listed, dict) else {}
+                    version = str(meta.get("resourceVersion") or "0")
                     self.events.put(Event("change", key))  # what it missed, or its first look
                 version = self._stream(conn, creds, collection, params, version, key)
             except (OSError, http.client.HTTPException, KubeconfigError, ValueError):
@@ -163,18 +167,14 @@ class ClusterWatch:
 
     def _open(self, key: str, creds: Credentials) -> http.client.HTTPConnection:
         url = urlsplit(creds.server)
-        conn: http.client.HTTPConnection
-        if url.scheme == "https":
-            conn = http.client.HTTPSConnection(
-                url.hostname or "localhost",
-                url.port or 443,
-                timeout=READ_TIMEOUT,
-                context=creds.ssl_context,
+        host = url.hostname or "localhost"
+        conn = (
+            http.client.HTTPSConnection(
+                host, url.port or 443, timeout=READ_TIMEOUT, context=creds.ssl_context
             )
-        else:
-            conn = http.client.HTTPConnection(
-                url.hostname or "localhost", url.port or 80, timeout=READ_TIMEOUT
-            )
+            if url.scheme == "https"
+            else http.client.HTTPConnection(host, url.port or 80, timeout=READ_TIMEOUT)
+        )
         with self._lock:
             self._conns[key] = conn
         if self._stop.is_set():
@@ -206,21 +206,6 @@ class ClusterWatch:
             body = answer.read(4096).decode("utf-8", "replace")
             raise http.client.HTTPException(f"HTTP {answer.status} {answer.reason}: {body[:200]}")
         return answer
-
-    def _list_version(
-        self,
-        conn: http.client.HTTPConnection,
-        creds: Credentials,
-        collection: str,
-        params: dict[str, str],
-    ) -> str:
-        """The collection's resourceVersion now: where its watch starts."""
-        answer = self._get(conn, creds, collection, {**params, "limit": "1"})
-        doc = json.loads(answer.read())
-        return str(
-            ((doc.get("metadata") or {}) if isinstance(doc, dict) else {}).get("resourceVersion")
-            or "0"
-        )
 
     def _stream(
         self,
