@@ -42,13 +42,7 @@ class _Version(argparse.Action):
     def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
         super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
 
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: object,
-        option_string: str | None = None,
-    ) -> NoReturn:
+    def __call__(self, *parsed: object) -> NoReturn:  # what argparse hands it: not needed
         print(f"gpushare {gpushare.version()}")
         raise SystemExit(EXIT_OK)
 

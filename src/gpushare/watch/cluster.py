@@ -40,12 +40,11 @@ CLOSE_WAIT = 1.0  # seconds, in all, that close() waits for the watchers to end
 @dataclass(frozen=True)
 class Event:
     """What the watchers tell the loop: ``change`` (a key's objects changed, or may have while
-    it was not watched), ``lost`` (the apiserver cannot be reached: ``detail`` says why) or
-    ``back`` (it answers again); the last two have no key."""
+    it was not watched), ``lost`` (the apiserver cannot be reached) or ``back`` (it answers
+    again); the last two have no key."""
 
     kind: str
     key: str
-    detail: str = ""
 
 
 def watchable(path: str) -> tuple[str, dict[str, str]]:
@@ -133,12 +132,12 @@ class ClusterWatch:
                 if lost:
                     lost = False
                     self.events.put(Event("back", ""))
-            except (OSError, http.client.HTTPException, KubeconfigError, ValueError) as exc:
+            except (OSError, http.client.HTTPException, KubeconfigError, ValueError):
                 if self._stop.is_set():
                     return
                 if not lost:
                     lost = True
-                    self.events.put(Event("lost", "", str(exc) or type(exc).__name__))
+                    self.events.put(Event("lost", ""))
             finally:
                 self._drop("/version")
             self._stop.wait(BEAT)

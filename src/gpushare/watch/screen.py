@@ -1,12 +1,9 @@
 """What ``gpushare watch`` shows: a compact screen on a terminal, lines on anything else.
 
 The screen is every step with its state and points, then the failing checks of the step the
-learner is on, in the very blocks ``gpushare grade`` prints (:func:`terminal.failure_lines`).
-It is drawn on the terminal's alternate screen, cut to its size (80x24 is enough for the steps
-and the start of the first block), and :meth:`Screen.close` gives the terminal back as it was:
-main screen, cursor shown. Colour follows ``NO_COLOR`` as ``gpushare grade`` does. When stdout
-is not a terminal (a pipe, a log), :class:`Lines` prints a line for each step that changed and
-the blocks of the step the learner is on when they change.
+learner is on, in the very blocks ``gpushare grade`` prints (:func:`terminal.failure_lines`),
+drawn on the terminal's alternate screen and cut to its size (80x24 holds the steps and the
+start of the first block). Colour follows ``NO_COLOR`` as ``gpushare grade`` does.
 """
 
 from __future__ import annotations
@@ -21,14 +18,7 @@ from typing import IO, TextIO
 
 from gpushare.reports import clean, messages, terminal
 from gpushare.reports.results import CheckResult
-
-GREEN, RED, BOLD, DIM, RESET = (
-    terminal.GREEN,
-    terminal.RED,
-    terminal.BOLD,
-    terminal.DIM,
-    terminal.RESET,
-)
+from gpushare.reports.terminal import BOLD, DIM, GREEN, RED, RESET
 
 
 @dataclass
