@@ -314,12 +314,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run() -> None:
-    """The ``gpushare`` command: :func:`main`, then exit without the interpreter's teardown.
-
-    Tearing down some 150 modules costs 10-20 ms, a few percent of a grade. Every file we write
-    is closed by then, no thread of ours is left running, and the output streams are flushed
-    here; :func:`main` stays a plain function for callers in the same process.
-    """
+    """The ``gpushare`` command: :func:`main`, then exit without the interpreter's teardown
+    (some 150 modules: 10-20 ms, a few percent of a grade). Every file we write is closed by
+    then, no thread of ours is left running, and the output streams are flushed here."""
     code = main()
     try:
         sys.stdout.flush()
@@ -331,14 +328,11 @@ def run() -> None:
 
 def choose_lang(args: argparse.Namespace) -> None:
     """The command's language, chosen here once (:func:`messages.resolve_lang`) and passed down
-    as ``args.lang``; ValueError when ``--lang`` names one not offered.
-
-    A learner's commands (grade, submit) fall back to the lab's language, an instructor's (the
-    class commands) to English. A Gradescope bundle's is never the builder's locale (learners
-    read it elsewhere). Merging shards and exporting keep the shards' or each learner's own
-    language unless ``--lang`` says otherwise; ``args.fallback_lang`` is theirs when those
-    disagree or are unknown.
-    """
+    as ``args.lang``; ValueError when ``--lang`` names one not offered. A learner's commands fall
+    back to the lab's language, an instructor's (class) to English; a Gradescope bundle's is
+    never the builder's locale (learners read it elsewhere). Merging shards and exporting keep
+    the shards' or each learner's own language unless ``--lang`` says otherwise;
+    ``args.fallback_lang`` is theirs when those disagree or are unknown."""
     command = args.command
     sub = getattr(args, "class_command", None) or getattr(args, "gradescope_command", None)
     if command in ("grade", "submit", "watch", "lab"):

@@ -20,11 +20,8 @@ from gpushare.data import Json, JsonObject
 
 @dataclass(init=False)
 class T:
-    """A translatable value: a catalog key under ``[values]`` and its parameters.
-
-    Checks and readers of learners' files say what they found as these, never as prose; the
-    catalogs turn them into the learner's language.
-    """
+    """A translatable value: a catalog key under ``[values]`` and its parameters. Checks and
+    readers of learners' files say what they found as these, never as prose."""
 
     key: str
     params: dict[str, object]

@@ -8,9 +8,8 @@ is listed and watched again; while the apiserver cannot be reached the watcher s
 retries every :data:`RETRY` seconds, reading the kubeconfig again each time (a lab made anew has
 new keys). Whether the apiserver answers is asked apart, every :data:`BEAT` seconds (``GET
 /version`` on a new connection): an apiserver shutting down keeps its open watches for a while
-and refuses new requests at once, and the screen should say so at once. See the API conventions: https://kubernetes.io/docs/reference/using-api/api-concepts/
-("Efficient detection of changes").
-
+and refuses new requests at once, and the screen should say so at once (API concepts,
+"Efficient detection of changes": https://kubernetes.io/docs/reference/using-api/api-concepts/).
 It speaks through ``http.client``: a watch is one long response read line by line, which our
 own grade transport (:mod:`gpushare.kube.transport`, request and answer) does not do.
 """

@@ -1,13 +1,12 @@
 """``gpushare watch``: grade every step, then grade again each step whose reads changed.
 
-A step is graded alone (``gpushare grade --step N``, in-process), and what its checks read is
-kept (the cluster-read keys and work-dir paths of :class:`~gpushare.grading.grade.Outcome`):
-an event of the apiserver watch or of the work dir grades again only the steps that read what
-changed, as a build tool rebuilds only what depends on a changed file. A step with background
-work (step 6: the learner's script, in the sandbox as in ``grade``) reads its script's folder
-``bin/`` too. Events are gathered until :data:`QUIET` seconds pass without one (at most
-:data:`GATHER` after the first), so an editor's save, or a ``kubectl apply`` of five objects,
-is one grade and one run of the script, not ten.
+A step is graded alone (``gpushare grade --step N``, in-process) and what its checks read is
+kept (:class:`~gpushare.grading.grade.Outcome`'s cluster-read keys and work-dir paths), so an
+event of the apiserver watch or of the work dir grades again only the steps that read what
+changed, as a build tool rebuilds only what depends on a changed file; a step with background
+work (the learner's script, sandboxed as in ``grade``) reads ``bin/`` too. Events are gathered
+until :data:`QUIET` seconds pass without one (at most :data:`GATHER` after the first), so an
+editor's save or a ``kubectl apply`` of five objects is one grade and one run, not ten.
 """
 
 from __future__ import annotations
