@@ -155,7 +155,14 @@ class ClusterWatch:
                     meta = (listed.get("metadata") or {}) if isinstance(listed, dict) else {}
                     version = str(meta.get("resourceVersion") or "0")
                     self.events.put(Event("change", key))  # what it missed, or its first look
-                version = self._stream(conn, creds, collection, params, version, key)
+                watch = {
+                    **params,
+                    "watch": "1",
+                    "resourceVersion": version,
+                    "allowWatchBookmarks": "true",
+                    "timeoutSeconds": str(WATCH_SECONDS),
+                }
+                version = self._stream(self._get(conn, creds, collection, watch), version, key)
             except (OSError, http.client.HTTPException, KubeconfigError, ValueError):
                 version = None  # listed again once it answers (the beat tells the screen)
                 if self._stop.wait(RETRY):
@@ -205,25 +212,9 @@ class ClusterWatch:
             raise http.client.HTTPException(f"HTTP {answer.status} {answer.reason}: {body[:200]}")
         return answer
 
-    def _stream(
-        self,
-        conn: http.client.HTTPConnection,
-        creds: Credentials,
-        collection: str,
-        params: dict[str, str],
-        version: str,
-        key: str,
-    ) -> str | None:
-        """Follow one watch from ``version``; the version to go on from, or None to list
-        again (the version is too old: ``410 Gone``)."""
-        watch = {
-            **params,
-            "watch": "1",
-            "resourceVersion": version,
-            "allowWatchBookmarks": "true",
-            "timeoutSeconds": str(WATCH_SECONDS),
-        }
-        answer = self._get(conn, creds, collection, watch)
+    def _stream(self, answer: http.client.HTTPResponse, version: str, key: str) -> str | None:
+        """Follow one watch's answer from ``version``; the version to go on from, or None to
+        list again (the version is too old: ``410 Gone``)."""
         while not self._stop.is_set():
             raw = answer.readline(1 << 24)
             if not raw:
