@@ -178,7 +178,7 @@ class CheckFailed(AssertionError):
             expected=expected,
             found=found,
             where=where,
-            hint=T(hint, **hint_values) if isinstance(hint, str) else hint,  # fail(hint=KEY, ...)
+            hint=hint if hint is None or isinstance(hint, T) else T(hint, **hint_values),
             cause=cause,
         )
 

@@ -111,8 +111,6 @@ class ClusterWatch:
         for t in self._threads:
             t.join(timeout=max(0.0, end - time.monotonic()))
 
-    # -- one watcher ----------------------------------------------------------------
-
     def _credentials(self) -> Credentials:
         if len(self.target.files) != 1:
             raise KubeconfigError("gpushare watch reads one kubeconfig file, not a list")
