@@ -1,11 +1,9 @@
 """The gpushare command: lab lifecycle, grading and the reference solution.
 
 Usage errors and known failures end with one clear line on stderr and exit status 2, never a
-traceback. The modules of the lab's lifecycle, of ``solve``, of capture and of the Gradescope
-autograder are imported by their commands only: imported here, ``gpushare grade`` would load
-them before the learner's runs start (each 15-27 ms, measured with ``python -X importtime`` on
-top of what a grade loads by then; each import below says its share). What costs a grade less
-is imported here.
+traceback. The modules of the lifecycle, ``solve``, capture and Gradescope are imported by their
+commands only (each 15-27 ms, measured with ``python -X importtime``, which ``gpushare grade``
+would pay before the learner's runs start; each import below says its share).
 """
 
 from __future__ import annotations
@@ -28,7 +26,7 @@ from gpushare.precompile import precompile
 from gpushare.reports import messages
 from gpushare.sandbox import isolation, runtime
 
-EXIT_OK, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
+EXIT_OK, EXIT_ERROR = 0, 2
 
 
 class _Parser(argparse.ArgumentParser):
@@ -44,19 +42,16 @@ class _Version(argparse.Action):
     def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
         super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
 
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: object,
-        option_string: str | None = None,
-    ) -> NoReturn:
+    def __call__(self, *parsed: object) -> NoReturn:  # what argparse hands it: not needed
         print(f"gpushare {gpushare.version()}")
         raise SystemExit(EXIT_OK)
 
 
-def _add_cluster(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--cluster", **dict(grade.SHARED_OPTIONS)["--cluster"])  # as grade says it
+def _add_shared(p: argparse.ArgumentParser, *flags: str) -> None:
+    """Options said as ``gpushare grade`` says them (:data:`grade.SHARED_OPTIONS`)."""
+    shared = dict(grade.SHARED_OPTIONS)
+    for flag in flags:
+        p.add_argument(flag, **shared[flag])
 
 
 _Sub: TypeAlias = "argparse._SubParsersAction[_Parser]"  # generic to the type checker only
@@ -87,7 +82,7 @@ def _add_lifecycle(sub: _Sub) -> None:
         ("env", 'print export lines: eval "$(gpushare env)"'),
     ]:
         p = sub.add_parser(name, help=text)
-        _add_cluster(p)
+        _add_shared(p, "--cluster")
         if name == "status":
             p.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -99,7 +94,7 @@ def _add_lifecycle(sub: _Sub) -> None:
     )
 
     p = sub.add_parser("solve", help="apply the reference solution to the lab and a workdir")
-    _add_cluster(p)
+    _add_shared(p, "--cluster")
     p.add_argument(
         "--workdir", help="work directory to write (default: $GPUSHARE_WORKDIR or /root/gpushare)"
     )
@@ -140,7 +135,7 @@ def _add_capture(sub: _Sub) -> None:
 
 def _add_capture_target(p: argparse.ArgumentParser) -> None:
     """What a capture reads: the lab (or a kubeconfig's cluster) and the work directory."""
-    _add_cluster(p)
+    _add_shared(p, "--cluster")
     p.add_argument(
         "--workdir", help="the work directory (default: $GPUSHARE_WORKDIR or /root/gpushare)"
     )
@@ -189,9 +184,7 @@ def _add_grade(sub: _Sub) -> None:
         "cluster (the apiserver's watch) or in the work directory. Never writes to the "
         "cluster. Ctrl-C to quit.",
     )
-    shared = dict(grade.SHARED_OPTIONS)
-    for flag in ("--workdir", "--kubeconfig", "--context", "--cluster", "--lang"):
-        p.add_argument(flag, **shared[flag])
+    _add_shared(p, "--workdir", "--kubeconfig", "--context", "--cluster", "--lang")
 
 
 def _add_gradescope(sub: _Sub) -> None:
@@ -321,12 +314,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run() -> None:
-    """The ``gpushare`` command: :func:`main`, then exit without the interpreter's teardown.
-
-    Tearing down some 150 modules costs 10-20 ms, a few percent of a grade. Every file we write
-    is closed by then, no thread of ours is left running, and the output streams are flushed
-    here; :func:`main` stays a plain function for callers in the same process.
-    """
+    """The ``gpushare`` command: :func:`main`, then exit without the interpreter's teardown
+    (some 150 modules: 10-20 ms, a few percent of a grade). Every file we write is closed by
+    then, no thread of ours is left running, and the output streams are flushed here."""
     code = main()
     try:
         sys.stdout.flush()
@@ -338,14 +328,11 @@ def run() -> None:
 
 def choose_lang(args: argparse.Namespace) -> None:
     """The command's language, chosen here once (:func:`messages.resolve_lang`) and passed down
-    as ``args.lang``; ValueError when ``--lang`` names one not offered.
-
-    A learner's commands (grade, submit) fall back to the lab's language, an instructor's (the
-    class commands) to English. A Gradescope bundle's is never the builder's locale (learners
-    read it elsewhere). Merging shards and exporting keep the shards' or each learner's own
-    language unless ``--lang`` says otherwise; ``args.fallback_lang`` is theirs when those
-    disagree or are unknown.
-    """
+    as ``args.lang``; ValueError when ``--lang`` names one not offered. A learner's commands fall
+    back to the lab's language, an instructor's (class) to English; a Gradescope bundle's is
+    never the builder's locale (learners read it elsewhere). Merging shards and exporting keep
+    the shards' or each learner's own language unless ``--lang`` says otherwise;
+    ``args.fallback_lang`` is theirs when those disagree or are unknown."""
     command = args.command
     sub = getattr(args, "class_command", None) or getattr(args, "gradescope_command", None)
     if command in ("grade", "submit", "watch", "lab"):

@@ -1,32 +1,27 @@
 """A failure as data: what a check expected, found and where, until an output writes it.
 
-This is the one model of feedback. A check raises :class:`CheckFailed`; its :class:`Failure`
-travels as data through the grade (``CheckResult.failure``), into results.json (the test's
-``extra_data.feedback``) and back out of it for a class report, and each output says it in the
-learner's language only when it writes (``gpushare.reports.messages.render``). So the language
-is applied once, a class groups failures by their problem key rather than by parsing prose, and
-a failure that follows from another one (the same ``cause``) can point to it instead of
-repeating the diagnosis: which one came first is known only once every check has run.
-
-It sits below every room (grading raises it, reports render it, submissions and classroom say
-their own values with :class:`T`), and imports nothing of the package but :mod:`gpushare.data`.
+The one model of feedback: a check raises :class:`CheckFailed`, its :class:`Failure` travels as
+data through the grade and results.json (``extra_data.feedback``) into a class report, and each
+output says it in the learner's language only when it writes (``messages.render``). So the
+language is applied once, a class groups failures by problem key rather than by parsing prose,
+and a failure that follows from another (the same ``cause``) can point to it: which came first
+is known only once every check has run. It sits below every room and imports only
+:mod:`gpushare.data`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Generic, TypeVar, cast, overload
 
 from gpushare.data import Json, JsonObject
 
 
 @dataclass(init=False)
 class T:
-    """A translatable value: a catalog key under ``[values]`` and its parameters.
-
-    Checks and readers of learners' files say what they found as these, never as prose; the
-    catalogs turn them into the learner's language.
-    """
+    """A translatable value: a catalog key under ``[values]`` and its parameters. Checks and
+    readers of learners' files say what they found as these, never as prose."""
 
     key: str
     params: dict[str, object]
@@ -40,6 +35,7 @@ class T:
 # sequence of them (a tuple enumerates names, a list strings clauses: messages.render_value).
 # Sequence, not list: list is invariant, and a list[T] must be a Value too.
 Value = str | int | T | Sequence["Value"] | None
+V = TypeVar("V")
 
 # The cause of every failure of a learner's file when the work dir itself is missing: the
 # report says that once, first, with how to name another (``--workdir``, ``WORKDIR=``)
@@ -49,11 +45,9 @@ WORKDIR_ABSENT = "workdir:absent"
 # cluster ("cluster"), the time limit struck first ("timeout"), a bug of ours ("grader").
 GRADER_SIDE = ("cluster", "timeout", "grader")
 
-# The reasons a grade could not be taken (or finished) that are not the learner's doing: a
-# cluster the grader could not read, a grade that crashed, was killed, hung or ran out of time,
-# a snapshot the grader refused (``snapshot_*``: a file repacked by hand far more often than an
-# attack). Each is said with the catalogs' ``grader_side`` sentence: whom to tell, and that it
-# is not the learner's mistake.
+# Why a grade could not be taken (or finished) when it is not the learner's doing; also any
+# refused snapshot (``snapshot_*``: a file repacked by hand far more often than an attack). Each
+# is said with the catalogs' ``grader_side`` sentence: whom to tell, not the learner's mistake.
 GRADER_SIDE_REASONS = frozenset(
     {
         "could_not_read",
@@ -95,11 +89,6 @@ class Failure:
     cause: str | None = None
     kind: str = ""
     check_hint: bool = True
-
-    @property
-    def problem_key(self) -> str | None:
-        """What a class groups this failure by: the problem's catalog key."""
-        return self.problem.key if self.problem is not None else None
 
     def as_data(self) -> JsonObject:
         """JSON data (results.json keeps it), read back by :meth:`from_data`."""
@@ -143,15 +132,34 @@ class Failure:
         )
 
 
-def as_hint(hint: T | str | None, values: dict[str, object]) -> T | None:
-    """``fail(hint=KEY, **values)``'s hint as a value: a key and its values, or a T as it is."""
-    if hint is None or isinstance(hint, T):
-        return hint
-    return T(hint, **values)
+class _Through(Generic[V]):
+    """A field of the :class:`Failure`, read and written through the exception that carries it:
+    a test asks ``exc.problem.key`` as a check wrote it, and a lab's helper may say more of where
+    (``exc.where = ...``) before it re-raises."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, exc: None, owner: type) -> _Through[V]: ...
+    @overload
+    def __get__(self, exc: CheckFailed, owner: type) -> V: ...
+    def __get__(self, exc: CheckFailed | None, owner: type) -> _Through[V] | V:
+        return self if exc is None else cast(V, getattr(exc.failure, self.name))
+
+    def __set__(self, exc: CheckFailed, value: V) -> None:
+        setattr(exc.failure, self.name, value)
 
 
 class CheckFailed(AssertionError):
     """Raised by a check; carries the learner's feedback as a :class:`Failure`, not as prose."""
+
+    problem: _Through[T | None] = _Through()
+    expected: _Through[Value] = _Through()
+    found: _Through[Value] = _Through()
+    where: _Through[Value] = _Through()
+    hint: _Through[T | None] = _Through()
+    cause: _Through[str | None] = _Through()
 
     def __init__(
         self,
@@ -170,59 +178,9 @@ class CheckFailed(AssertionError):
             expected=expected,
             found=found,
             where=where,
-            hint=as_hint(hint, hint_values),
+            hint=hint if hint is None or isinstance(hint, T) else T(hint, **hint_values),
             cause=cause,
         )
-
-    # the fields, read and written through: a test asks ``exc.problem.key`` as a check wrote
-    # it, and a lab's helper may say more of where (``exc.where = ...``) before it re-raises
-    @property
-    def problem(self) -> T | None:
-        return self.failure.problem
-
-    @problem.setter
-    def problem(self, value: T | None) -> None:
-        self.failure.problem = value
-
-    @property
-    def expected(self) -> Value:
-        return self.failure.expected
-
-    @expected.setter
-    def expected(self, value: Value) -> None:
-        self.failure.expected = value
-
-    @property
-    def found(self) -> Value:
-        return self.failure.found
-
-    @found.setter
-    def found(self, value: Value) -> None:
-        self.failure.found = value
-
-    @property
-    def where(self) -> Value:
-        return self.failure.where
-
-    @where.setter
-    def where(self, value: Value) -> None:
-        self.failure.where = value
-
-    @property
-    def hint(self) -> T | None:
-        return self.failure.hint
-
-    @hint.setter
-    def hint(self, value: T | None) -> None:
-        self.failure.hint = value
-
-    @property
-    def cause(self) -> str | None:
-        return self.failure.cause
-
-    @cause.setter
-    def cause(self, value: str | None) -> None:
-        self.failure.cause = value
 
 
 def to_data(value: object) -> Json:

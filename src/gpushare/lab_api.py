@@ -1,31 +1,20 @@
 """What a lab may use of the engine: the one module a lab's graders import (as ``pytest`` is to
-``_pytest``). Everything else in ``gpushare`` is the engine's inside and may change under a lab;
-a name here keeps its meaning (``tests/test_layout.py`` holds ``graders/`` to this module).
+``_pytest``). The rest of ``gpushare`` is the engine's inside and may change under a lab; a name
+here keeps its meaning (``tests/test_layout.py`` holds ``graders/`` to this module).
 
-The names, by what a check does with them:
+The names, by what a check does with them: declare and fail a check (:func:`check`,
+:func:`fail`, :class:`CheckFailed`, :class:`T`: a catalog text said in the learner's language,
+:data:`WORKDIR_ABSENT`: the root cause when the work dir itself is missing); read the cluster
+(:class:`LabState`: ``lab.read(name)`` of what a step's ``READS`` name, and the pod and quantity
+readers); read the learner's files (:class:`Workdir`, :class:`LineDict`: a mapping that knows
+its lines, the bounded YAML readers); judge what was read (:func:`dig`, :func:`find_object`
+...); run the learner's script in the sandbox the engine chose, for a step's ``BACKGROUND``
+(:class:`Context`, :class:`Supervisor` ...); the lab's ``lab.toml`` (:func:`load_nodes`); the
+shapes of parsed data (:data:`Json`, :data:`JsonObject`).
 
-- declare and fail a check: :func:`check`, :func:`fail`, :class:`CheckFailed`, :class:`T` (a
-  text of the catalogs, rendered in the learner's language), :data:`Value`, and the root causes
-  the engine names (:data:`WORKDIR_ABSENT`: the work dir itself is missing);
-- read the cluster: :class:`LabState` (``lab.read(name)`` of what a step's ``READS`` name), and
-  the pod and quantity readers :func:`quantity`, :func:`show_quantity`, :func:`requested`,
-  :func:`pod_resources`, :func:`node_conditions`, :func:`pending_reason` (and
-  :func:`explain_scheduler`, its reason in the learner's language),
-  :func:`selects_by_label`;
-- read the learner's files: :class:`Workdir`, :class:`LineDict` (a mapping that knows its
-  lines), :class:`FileProblem`, :func:`load_yaml_text`, :func:`yaml_kind`,
-  :func:`yaml_first_node` (the first node of a bounded YAML parse);
-- judge what was read: :func:`dig`, :func:`usable`, :func:`find_object`, :func:`line_of`,
-  :func:`asks_one`, :func:`show_yaml`;
-- run the learner's script in the sandbox the engine chose (a step's ``BACKGROUND``):
-  :class:`Context`, :class:`BackgroundError`, :class:`Sandbox`, :class:`Supervisor`,
-  :class:`RunResult`, :class:`Pending`, :class:`SandboxError`, :func:`check_runnable`;
-- the lab's own definition (``lab.toml``): :func:`load_nodes`, :class:`LabNodes`;
-- the shapes of parsed data: :data:`Json`, :data:`JsonObject`.
-
-Each name is imported when first used, not when this module is: a step that starts
-background work imports this module before anything heavy (see
-:mod:`gpushare.grading.background`), and a name costs only its own room's import.
+Each name is imported when first used, not with this module: a step that starts background
+work imports this module before anything heavy (:mod:`gpushare.grading.background`), and a
+name costs only its own room's import.
 """
 
 from __future__ import annotations
@@ -74,8 +63,7 @@ _ROOMS = {
     "gpushare.grading.background": "BackgroundError Context",
     "gpushare.grading.checks": "WORKDIR_ABSENT CheckFailed T Value check fail",
     "gpushare.grading.labstate": "LabState explain_scheduler node_conditions pending_reason "
-    "pod_resources "
-    "quantity requested selects_by_label show_quantity",
+    "pod_resources quantity requested selects_by_label show_quantity",
     "gpushare.grading.objects": "asks_one dig find_object line_of show_yaml usable",
     "gpushare.lab.nodes": "LabNodes",
     "gpushare.sandbox.levels": "Sandbox",

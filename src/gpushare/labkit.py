@@ -1,8 +1,6 @@
 """The gates that prove a lab, as a module the lab's own tests call (as pytest ships
 ``Pytester`` for plugin authors); the engine's tests and any other lab's use the same.
 
-A lab proves its checks with three gates:
-
 - **the mutant gate**: every check is aimed at by some mutant (a broken submission that must
   fail exactly the checks it names), and no mutant names a check the lab does not have
   (:meth:`Kit.untargeted`, :meth:`Kit.unknown`);
@@ -12,10 +10,10 @@ A lab proves its checks with three gates:
 - **both ways**: every check passes on some recorded state and fails on another, so none can
   pass or fail whatever it is given (:meth:`Kit.both_ways`).
 
-:meth:`Kit.record` makes the recordings on a live lab of its own: the fresh lab, the reference
-solution (the lab's ``solutions/solve.sh``) and each :class:`Mutant` on top of it, each captured
-as a learner's ``snapshot`` would; a cluster mutant changes the lab with :func:`kubectl`.
-A lab's test file needs a few lines (``examples/labs/rbac/tests/test_gates.py``)::
+:meth:`Kit.record` records on a live lab of its own the fresh lab, the reference solution
+(``solutions/solve.sh``) and each :class:`Mutant` on top of it, captured as a learner's
+``snapshot`` would be; a cluster mutant changes the lab with :func:`kubectl`. A lab's test file
+(``examples/labs/rbac/tests/test_gates.py``)::
 
     KIT = labkit.Kit(Path(__file__).parents[1])
     def test_gates():
@@ -88,17 +86,14 @@ class Kit:
     @contextlib.contextmanager
     def using(self) -> Iterator[None]:
         """The engine pointed at this lab (``GPUSHARE_LAB``) while inside, as it was after."""
-        saved = {k: os.environ.get(k) for k in ("GPUSHARE_LAB", *_PARTS)}
+        saved = {k: os.environ.pop(k, None) for k in ("GPUSHARE_LAB", *_PARTS)}
         os.environ["GPUSHARE_LAB"] = str(self.lab)
-        for key in _PARTS:
-            os.environ.pop(key, None)
         try:
             yield
         finally:
             for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
+                os.environ.pop(key, None)
+                if value is not None:
                     os.environ[key] = value
 
     def checks(self) -> list[str]:
@@ -214,7 +209,8 @@ class Kit:
                 if m.cluster is not None:
                     dirty[0] = True
                     m.cluster(lab, copy)
-                keep(_slug(m.id), copy, sorted(m.fails), m.id)
+                slug = re.sub(r"[^a-z0-9]+", "-", m.id.lower()).strip("-")[:60]  # its file's name
+                keep(slug, copy, sorted(m.fails), m.id)
             recorded.mkdir(parents=True, exist_ok=True)
             for old in recorded.glob("*.gpushare.tgz"):
                 old.unlink()
@@ -224,8 +220,3 @@ class Kit:
         text = json.dumps(index, indent=1, sort_keys=True) + "\n"
         (recorded / "index.json").write_text(text, encoding="utf-8")
         return recorded
-
-
-def _slug(text: str) -> str:
-    """A mutant's id as its recording's file name."""
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:60]

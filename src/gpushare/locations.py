@@ -1,13 +1,10 @@
-"""Where a grade finds its inputs: the learner's work directory, and the lab: its graders, its
-fixtures and its solutions; and where the lab clusters live on disk (the cache, kwokctl's
-clusters).
+"""Where a grade finds its inputs (the learner's work directory; the lab's graders, fixtures
+and solutions) and where the lab clusters live on disk (the cache, kwokctl's clusters).
 
-A lab is a folder holding ``graders/`` (the step files, their support modules, ``lab.toml``
-and ``messages/``), ``fixtures/`` and ``solutions/``: this checkout's own by default,
-``GPUSHARE_LAB`` for another, and ``GPUSHARE_GRADERS``, ``GPUSHARE_FIXTURES`` and
-``GPUSHARE_SOLUTIONS`` to move one part of it.
-
-Nothing here imports more than ``os`` and ``pathlib``, so ``gpushare grade`` can know every
+A lab is a folder of ``graders/`` (the step files, their support modules, ``lab.toml``,
+``messages/``), ``fixtures/`` and ``solutions/``: this checkout's by default, ``GPUSHARE_LAB``
+for another, ``GPUSHARE_GRADERS``, ``GPUSHARE_FIXTURES`` or ``GPUSHARE_SOLUTIONS`` to move one
+part. Nothing here imports more than ``os`` and ``pathlib``, so ``gpushare grade`` knows every
 place before it imports anything heavy (it starts the learner's script runs first).
 """
 

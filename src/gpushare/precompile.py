@@ -1,12 +1,11 @@
 """Write the bytecode of the package and of the graders once, at setup, as ``pip install`` does.
 
-Run from a checkout (``pip install -e``) in an environment with ``PYTHONDONTWRITEBYTECODE=1``
-(common in containers, and set on our machines), Python compiles every module of ours from source at
-every start and never keeps the result: a grade takes 0.40 s instead of 0.25 s (docs/performance.md,
-"Where a grade's time goes"). A regular install compiles at install time; ``gpushare setup`` (run by
-``make grade`` and ``make test``) does the same for the checkout. A module edited afterwards is
-still correct: Python sees the stale bytecode and compiles from source again, only slower, until the
-next setup.
+Run from a checkout (``pip install -e``) with ``PYTHONDONTWRITEBYTECODE=1`` (common in
+containers, set on our machines), Python compiles every module of ours at every start and keeps
+nothing: a grade takes 0.40 s instead of 0.25 s (docs/performance.md, "Where a grade's time
+goes"). ``gpushare setup`` (run by ``make grade`` and ``make test``) compiles the checkout as an
+install would; a module edited afterwards is still correct (Python sees the stale bytecode and
+compiles from source, only slower, until the next setup).
 """
 
 from __future__ import annotations

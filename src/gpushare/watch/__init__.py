@@ -1,7 +1,6 @@
 """``gpushare watch``: the lab's steps graded live while the learner works.
 
-One room per concern: :mod:`.cluster` follows the apiserver's watch API on what the checks
-read, :mod:`.files` follows the work dir's file events, :mod:`.deps` knows which step read
-what, :mod:`.screen` draws, and :mod:`.loop` ties them together. Nothing here writes to the
-cluster: a watch only ever GETs.
+:mod:`.cluster` follows the apiserver's watch API on what the checks read, :mod:`.files` the
+work dir's file events, :mod:`.screen` draws, and :mod:`.loop` knows which step read what and
+ties them together. Nothing here writes to the cluster: a watch only ever GETs.
 """

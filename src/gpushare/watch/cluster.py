@@ -8,9 +8,8 @@ is listed and watched again; while the apiserver cannot be reached the watcher s
 retries every :data:`RETRY` seconds, reading the kubeconfig again each time (a lab made anew has
 new keys). Whether the apiserver answers is asked apart, every :data:`BEAT` seconds (``GET
 /version`` on a new connection): an apiserver shutting down keeps its open watches for a while
-and refuses new requests at once, and the screen should say so at once. See the API conventions: https://kubernetes.io/docs/reference/using-api/api-concepts/
-("Efficient detection of changes").
-
+and refuses new requests at once, and the screen should say so at once (API concepts,
+"Efficient detection of changes": https://kubernetes.io/docs/reference/using-api/api-concepts/).
 It speaks through ``http.client``: a watch is one long response read line by line, which our
 own grade transport (:mod:`gpushare.kube.transport`, request and answer) does not do.
 """
@@ -40,12 +39,11 @@ CLOSE_WAIT = 1.0  # seconds, in all, that close() waits for the watchers to end
 @dataclass(frozen=True)
 class Event:
     """What the watchers tell the loop: ``change`` (a key's objects changed, or may have while
-    it was not watched), ``lost`` (the apiserver cannot be reached: ``detail`` says why) or
-    ``back`` (it answers again); the last two have no key."""
+    it was not watched), ``lost`` (the apiserver cannot be reached) or ``back`` (it answers
+    again); the last two have no key."""
 
     kind: str
     key: str
-    detail: str = ""
 
 
 def watchable(path: str) -> tuple[str, dict[str, str]]:
@@ -113,8 +111,6 @@ class ClusterWatch:
         for t in self._threads:
             t.join(timeout=max(0.0, end - time.monotonic()))
 
-    # -- one watcher ----------------------------------------------------------------
-
     def _credentials(self) -> Credentials:
         if len(self.target.files) != 1:
             raise KubeconfigError("gpushare watch reads one kubeconfig file, not a list")
@@ -133,12 +129,12 @@ class ClusterWatch:
                 if lost:
                     lost = False
                     self.events.put(Event("back", ""))
-            except (OSError, http.client.HTTPException, KubeconfigError, ValueError) as exc:
+            except (OSError, http.client.HTTPException, KubeconfigError, ValueError):
                 if self._stop.is_set():
                     return
                 if not lost:
                     lost = True
-                    self.events.put(Event("lost", "", str(exc) or type(exc).__name__))
+                    self.events.put(Event("lost", ""))
             finally:
                 self._drop("/version")
             self._stop.wait(BEAT)
@@ -150,10 +146,21 @@ class ClusterWatch:
             try:
                 creds = self._credentials()
                 conn = self._open(key, creds)
-                if version is None:
-                    version = self._list_version(conn, creds, collection, params)
+                if version is None:  # listed: the collection's resourceVersion starts the watch
+                    listed = json.loads(
+                        self._get(conn, creds, collection, {**params, "limit": "1"}).read()
+                    )
+                    meta = (listed.get("metadata") or {}) if isinstance(listed, dict) else {}
+                    version = str(meta.get("resourceVersion") or "0")
                     self.events.put(Event("change", key))  # what it missed, or its first look
-                version = self._stream(conn, creds, collection, params, version, key)
+                watch = {
+                    **params,
+                    "watch": "1",
+                    "resourceVersion": version,
+                    "allowWatchBookmarks": "true",
+                    "timeoutSeconds": str(WATCH_SECONDS),
+                }
+                version = self._stream(self._get(conn, creds, collection, watch), version, key)
             except (OSError, http.client.HTTPException, KubeconfigError, ValueError):
                 version = None  # listed again once it answers (the beat tells the screen)
                 if self._stop.wait(RETRY):
@@ -163,18 +170,14 @@ class ClusterWatch:
 
     def _open(self, key: str, creds: Credentials) -> http.client.HTTPConnection:
         url = urlsplit(creds.server)
-        conn: http.client.HTTPConnection
-        if url.scheme == "https":
-            conn = http.client.HTTPSConnection(
-                url.hostname or "localhost",
-                url.port or 443,
-                timeout=READ_TIMEOUT,
-                context=creds.ssl_context,
+        host = url.hostname or "localhost"
+        conn = (
+            http.client.HTTPSConnection(
+                host, url.port or 443, timeout=READ_TIMEOUT, context=creds.ssl_context
             )
-        else:
-            conn = http.client.HTTPConnection(
-                url.hostname or "localhost", url.port or 80, timeout=READ_TIMEOUT
-            )
+            if url.scheme == "https"
+            else http.client.HTTPConnection(host, url.port or 80, timeout=READ_TIMEOUT)
+        )
         with self._lock:
             self._conns[key] = conn
         if self._stop.is_set():
@@ -207,40 +210,9 @@ class ClusterWatch:
             raise http.client.HTTPException(f"HTTP {answer.status} {answer.reason}: {body[:200]}")
         return answer
 
-    def _list_version(
-        self,
-        conn: http.client.HTTPConnection,
-        creds: Credentials,
-        collection: str,
-        params: dict[str, str],
-    ) -> str:
-        """The collection's resourceVersion now: where its watch starts."""
-        answer = self._get(conn, creds, collection, {**params, "limit": "1"})
-        doc = json.loads(answer.read())
-        return str(
-            ((doc.get("metadata") or {}) if isinstance(doc, dict) else {}).get("resourceVersion")
-            or "0"
-        )
-
-    def _stream(
-        self,
-        conn: http.client.HTTPConnection,
-        creds: Credentials,
-        collection: str,
-        params: dict[str, str],
-        version: str,
-        key: str,
-    ) -> str | None:
-        """Follow one watch from ``version``; the version to go on from, or None to list
-        again (the version is too old: ``410 Gone``)."""
-        watch = {
-            **params,
-            "watch": "1",
-            "resourceVersion": version,
-            "allowWatchBookmarks": "true",
-            "timeoutSeconds": str(WATCH_SECONDS),
-        }
-        answer = self._get(conn, creds, collection, watch)
+    def _stream(self, answer: http.client.HTTPResponse, version: str, key: str) -> str | None:
+        """Follow one watch's answer from ``version``; the version to go on from, or None to
+        list again (the version is too old: ``410 Gone``)."""
         while not self._stop.is_set():
             raw = answer.readline(1 << 24)
             if not raw:

@@ -82,8 +82,6 @@ class FileWatch:
             finally:
                 os.close(fd)
 
-    # -- inotify --------------------------------------------------------------------
-
     def _inotify(self, libc: ctypes.CDLL, fd: int) -> None:
         dirs: dict[int, str] = {}  # watch descriptor -> folder relative to the root
 
@@ -130,8 +128,6 @@ class FileWatch:
                 if mask & IN_ISDIR and mask & (IN_CREATE | IN_MOVED_TO):
                     add(rel)
                 self.events.put(Event("change", rel))
-
-    # -- the fallback ---------------------------------------------------------------
 
     def _poll(self) -> None:
         seen = self._stats()

@@ -1,13 +1,12 @@
 """``gpushare watch``: grade every step, then grade again each step whose reads changed.
 
-A step is graded alone (``gpushare grade --step N``, in-process), and what its checks read is
-kept (the cluster-read keys and work-dir paths of :class:`~gpushare.grading.grade.Outcome`):
-an event of the apiserver watch or of the work dir grades again only the steps that read what
-changed, as a build tool rebuilds only what depends on a changed file. A step with background
-work (step 6: the learner's script, in the sandbox as in ``grade``) reads its script's folder
-``bin/`` too. Events are gathered until :data:`QUIET` seconds pass without one (at most
-:data:`GATHER` after the first), so an editor's save, or a ``kubectl apply`` of five objects,
-is one grade and one run of the script, not ten.
+A step is graded alone (``gpushare grade --step N``, in-process) and what its checks read is
+kept (:class:`~gpushare.grading.grade.Outcome`'s cluster-read keys and work-dir paths), so an
+event of the apiserver watch or of the work dir grades again only the steps that read what
+changed, as a build tool rebuilds only what depends on a changed file; a step with background
+work (the learner's script, sandboxed as in ``grade``) reads ``bin/`` too. Events are gathered
+until :data:`QUIET` seconds pass without one (at most :data:`GATHER` after the first), so an
+editor's save or a ``kubectl apply`` of five objects is one grade and one run, not ten.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ from pathlib import Path
 
 from gpushare.grading import background, runner
 from gpushare.grading.errors import GradeError
-from gpushare.grading.grade import OptionError, Options, Outcome, grade
+from gpushare.grading.grade import OptionError, Options, grade
 from gpushare.kube.config import resolve
 from gpushare.lab import existing
 from gpushare.locations import default_workdir, graders_dir
@@ -33,7 +32,7 @@ from gpushare.reports import messages, terminal
 from gpushare.reports.clean import line
 from gpushare.watch.cluster import ClusterWatch, Event
 from gpushare.watch.files import FileWatch
-from gpushare.watch.screen import Lines, Screen, StepView, View, want_screen
+from gpushare.watch.screen import Lines, Screen, StepView, View
 
 QUIET = 0.25  # seconds without an event before grading what changed
 GATHER = 1.0  # seconds at most between the first event and the grade
@@ -65,16 +64,27 @@ class Reads:
 
 
 class Watch:
-    """The state of one ``gpushare watch``: each step's last grade and reads."""
+    """The state of one ``gpushare watch``: each step's last grade and reads, and what the
+    watchers said since the last grade (the changed reads and files; whether the apiserver
+    answers)."""
 
-    def __init__(self, options: Options, steps: list[int], background_steps: set[int]) -> None:
+    def __init__(
+        self, options: Options, steps: list[int], background_steps: set[int], keys: set[str]
+    ) -> None:
         self.options = options
         self.background_steps = background_steps
+        self.keys = keys  # the declared cluster reads: an event of any other key is a file's
         self.reads: dict[int, Reads] = {}
         self.view = View(lang=options.lang or "en", steps={s: StepView(s) for s in steps})
+        self.lost: set[str] = set()  # non-empty while the apiserver does not answer
+        self.changed_keys: set[str] = set()
+        self.changed_files: set[str] = {"."}  # the first look grades everything
 
-    def due(self, keys: set[str], files: set[str]) -> list[int]:
-        """The steps to grade again, the one the learner is on first."""
+    def due(self) -> list[int]:
+        """The steps to grade again for what changed (then forgotten), the one the learner is
+        on first."""
+        keys, files = self.changed_keys, self.changed_files
+        self.changed_keys, self.changed_files = set(), set()
         due = [
             s
             for s in sorted(self.view.steps)
@@ -98,11 +108,6 @@ class Watch:
         if report.could_not_grade:  # the step keeps its last verdict: nothing was judged
             self.reads.pop(step, None)
             return report.reason_said()
-        self._keep(step, outcome)
-        return None
-
-    def _keep(self, step: int, outcome: Outcome) -> None:
-        report = outcome.report
         mine = [c for c in report.visible() if c.step == step]
         view = self.view.steps[step]
         view.score = sum(c.score for c in mine)
@@ -114,124 +119,7 @@ class Watch:
         self.reads[step] = Reads(
             outcome.read_keys, outcome.read_files, step in self.background_steps
         )
-
-
-def run_cli(args: argparse.Namespace) -> int:
-    lang = args.lang  # chosen by the command line (gpushare.cli.choose_lang)
-    workdir = Path(args.workdir).expanduser() if args.workdir else default_workdir()
-    checks = runner.load_checks(graders_dir())
-    steps = sorted({c.meta["step"] for c in checks})
-    paths: dict[str, str] = {}
-    for module in runner.modules(checks):
-        paths.update(getattr(module, "READS", None) or {})
-        paths.update(getattr(module, "HINT_READS", None) or {})
-    background_steps = {
-        s for s in steps if runner.background([c for c in checks if c.meta["step"] == s])
-    }
-    options = Options(
-        workdir=workdir,
-        kubeconfig=args.kubeconfig,
-        context=args.context,
-        cluster=args.cluster,
-        lang=lang,
-        seed=background.new_seed(),  # one for the whole watch: the same cases each time
-    )
-    watch = Watch(options, steps, background_steps)
-    target = resolve(args.kubeconfig, args.context, args.cluster)
-    if target.is_lab and target.cluster and not Path(target.kubeconfig).is_file():
-        # a misspelt lab name: said at once, as grade says it, not watched for ever
-        print(f"gpushare: {existing.not_up(target.cluster, 'watch')}", file=sys.stderr)
-        return 2
-    events: queue.Queue[Event] = queue.Queue()
-    title = f"gpushare watch  {line(str(workdir))}"  # the work dir's end is cut first
-    out: Screen | Lines
-    if want_screen(sys.stdout):
-        out = Screen(sys.stdout, terminal.want_color("auto"), title)
-    else:
-        out = Lines(sys.stdout, title)
-    cluster = ClusterWatch(target, paths, events).start()
-    files = FileWatch(workdir, events).start()
-    deadline = _EndDeadline(out)
-    previous = signal.signal(signal.SIGINT, deadline.interrupted)
-    try:
-        _loop(watch, events, out, set(paths), workdir)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        out.close()
-        cluster.close()
-        files.close()
-        deadline.cancel()
-        signal.signal(signal.SIGINT, previous)
-    return 0
-
-
-class _EndDeadline:
-    """Ctrl-C ends the watch within :data:`END_WAIT` seconds, whatever it was doing.
-
-    The interrupt unwinds the grade in flight (its sandbox ends the learner's runs), then the
-    watchers close. Should any of that hang, a timer armed by the interrupt restores the
-    terminal and ends the process: a learner's Ctrl-C is never left unanswered."""
-
-    def __init__(self, out: Screen | Lines) -> None:
-        self.out = out
-        self.timer: threading.Timer | None = None
-
-    def interrupted(self, _signum: int, _frame: object) -> None:
-        if self.timer is None:
-            self.timer = threading.Timer(END_WAIT, self._end_now)
-            self.timer.daemon = True
-            self.timer.start()
-        raise KeyboardInterrupt
-
-    def _end_now(self) -> None:
-        with contextlib.suppress(Exception):
-            self.out.close()
-            sys.stdout.flush()
-            sys.stderr.flush()
-        os._exit(0)
-
-    def cancel(self) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
-
-
-def _loop(
-    watch: Watch, events: queue.Queue[Event], out: Screen | Lines, keys: set[str], workdir: Path
-) -> None:
-    """Gather what changed, grade the steps that read it, draw; until Ctrl-C."""
-    loop = _Events(watch.view, keys)
-    while True:
-        loop.gather(events, out)
-        if loop.lost:
-            continue  # nothing can be graded: the changes wait for the apiserver
-        due = watch.due(loop.changed_keys, loop.changed_files)
-        loop.changed_keys, loop.changed_files = set(), set()
-        problems = []
-        for step in due:
-            watch.view.grading = True
-            out.draw(watch.view)
-            problem = watch.grade(step)
-            if problem is not None:
-                problems.append(problem)
-        while not events.empty():  # what happened meanwhile: a lost apiserver is the news
-            loop.take(events.get_nowait())
-        _banner(watch.view, loop.lost, problems, workdir)
-        watch.view.grading = False
-        watch.view.updated = time.strftime("%H:%M:%S")
-        out.draw(watch.view)
-
-
-class _Events:
-    """What the watchers said since the last grade: the changed reads and files, and whether
-    the apiserver answers."""
-
-    def __init__(self, view: View, keys: set[str]) -> None:
-        self.view = view
-        self.keys = keys
-        self.lost: set[str] = set()  # non-empty while the apiserver does not answer
-        self.changed_keys: set[str] = set()
-        self.changed_files: set[str] = {"."}  # the first look grades everything
+        return None
 
     def take(self, event: Event) -> None:
         view = self.view
@@ -270,19 +158,115 @@ class _Events:
             if self.view.banner != was:
                 out.draw(self.view)
 
+    def banner(self, problems: list[str], workdir: Path) -> None:
+        """The line about the watch itself after a grade: the lost apiserver first (said by
+        :meth:`take`), then a grade that could not be taken, then a missing work dir; else a
+        bad line goes."""
+        view = self.view
+        if self.lost:
+            return
+        if problems:
+            view.banner = messages.label("watch_could_not", view.lang).format(reason=problems[0])
+            view.banner_bad = True
+        elif not workdir.is_dir():
+            view.banner = messages.label("watch_no_workdir", view.lang).format(
+                workdir=line(str(workdir))
+            )
+            view.banner_bad = True
+        elif view.banner_bad:
+            view.banner, view.banner_bad = "", False
 
-def _banner(view: View, lost: set[str], problems: list[str], workdir: Path) -> None:
-    """The line about the watch itself after a grade: the lost apiserver first, then a grade
-    that could not be taken, then a missing work dir; else a bad line goes."""
-    if lost:
-        return  # _Events.take said so
-    if problems:
-        view.banner = messages.label("watch_could_not", view.lang).format(reason=problems[0])
-        view.banner_bad = True
-    elif not workdir.is_dir():
-        view.banner = messages.label("watch_no_workdir", view.lang).format(
-            workdir=line(str(workdir))
-        )
-        view.banner_bad = True
-    elif view.banner_bad:
-        view.banner, view.banner_bad = "", False
+
+def run_cli(args: argparse.Namespace) -> int:
+    workdir = Path(args.workdir).expanduser() if args.workdir else default_workdir()
+    checks = runner.load_checks(graders_dir())
+    steps = sorted({c.meta["step"] for c in checks})
+    paths: dict[str, str] = {}
+    for module in runner.modules(checks):
+        paths.update(getattr(module, "READS", None) or {})
+        paths.update(getattr(module, "HINT_READS", None) or {})
+    background_steps = {
+        s for s in steps if runner.background([c for c in checks if c.meta["step"] == s])
+    }
+    options = Options(
+        workdir=workdir,
+        kubeconfig=args.kubeconfig,
+        context=args.context,
+        cluster=args.cluster,
+        lang=args.lang,  # chosen by the command line (gpushare.cli.choose_lang)
+        seed=background.new_seed(),  # one for the whole watch: the same cases each time
+    )
+    watch = Watch(options, steps, background_steps, set(paths))
+    target = resolve(args.kubeconfig, args.context, args.cluster)
+    if target.is_lab and target.cluster and not Path(target.kubeconfig).is_file():
+        # a misspelt lab name: said at once, as grade says it, not watched for ever
+        print(f"gpushare: {existing.not_up(target.cluster, 'watch')}", file=sys.stderr)
+        return 2
+    events: queue.Queue[Event] = queue.Queue()
+    title = f"gpushare watch  {line(str(workdir))}"  # the work dir's end is cut first
+    out: Screen | Lines
+    if sys.stdout.isatty():
+        out = Screen(sys.stdout, terminal.want_color("auto"), title)
+    else:
+        out = Lines(sys.stdout, title)
+    cluster = ClusterWatch(target, paths, events).start()
+    files = FileWatch(workdir, events).start()
+    deadline = _EndDeadline(out)
+    previous = signal.signal(signal.SIGINT, deadline.interrupted)
+    try:
+        _loop(watch, events, out, workdir)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        out.close()
+        cluster.close()
+        files.close()
+        deadline.timer.cancel()
+        signal.signal(signal.SIGINT, previous)
+    return 0
+
+
+class _EndDeadline:
+    """Ctrl-C ends the watch within :data:`END_WAIT` seconds, whatever it was doing.
+
+    The interrupt unwinds the grade in flight (its sandbox ends the learner's runs), then the
+    watchers close. Should any of that hang, a timer armed by the interrupt restores the
+    terminal and ends the process: a learner's Ctrl-C is never left unanswered."""
+
+    def __init__(self, out: Screen | Lines) -> None:
+        self.out = out
+        self.timer = threading.Timer(END_WAIT, self._end_now)
+        self.timer.daemon = True
+
+    def interrupted(self, _signum: int, _frame: object) -> None:
+        if self.timer.ident is None:  # the first Ctrl-C arms it
+            self.timer.start()
+        raise KeyboardInterrupt
+
+    def _end_now(self) -> None:
+        with contextlib.suppress(Exception):
+            self.out.close()
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(0)
+
+
+def _loop(watch: Watch, events: queue.Queue[Event], out: Screen | Lines, workdir: Path) -> None:
+    """Gather what changed, grade the steps that read it, draw; until Ctrl-C."""
+    while True:
+        watch.gather(events, out)
+        if watch.lost:
+            continue  # nothing can be graded: the changes wait for the apiserver
+        problems = []
+        for step in watch.due():
+            watch.view.grading = True
+            out.draw(watch.view)
+            problem = watch.grade(step)
+            if problem is not None:
+                problems.append(problem)
+        while not events.empty():  # what happened meanwhile: a lost apiserver is the news
+            watch.take(events.get_nowait())
+        watch.banner(problems, workdir)
+        watch.view.grading = False
+        watch.view.updated = time.strftime("%H:%M:%S")
+        out.draw(watch.view)

@@ -1,12 +1,9 @@
 """What ``gpushare watch`` shows: a compact screen on a terminal, lines on anything else.
 
 The screen is every step with its state and points, then the failing checks of the step the
-learner is on, in the very blocks ``gpushare grade`` prints (:func:`terminal.failure_lines`).
-It is drawn on the terminal's alternate screen, cut to its size (80x24 is enough for the steps
-and the start of the first block), and :meth:`Screen.close` gives the terminal back as it was:
-main screen, cursor shown. Colour follows ``NO_COLOR`` as ``gpushare grade`` does. When stdout
-is not a terminal (a pipe, a log), :class:`Lines` prints a line for each step that changed and
-the blocks of the step the learner is on when they change.
+learner is on, in the very blocks ``gpushare grade`` prints (:func:`terminal.failure_lines`),
+drawn on the terminal's alternate screen and cut to its size (80x24 holds the steps and the
+start of the first block). Colour follows ``NO_COLOR`` as ``gpushare grade`` does.
 """
 
 from __future__ import annotations
@@ -21,8 +18,7 @@ from typing import IO, TextIO
 
 from gpushare.reports import clean, messages, terminal
 from gpushare.reports.results import CheckResult
-
-GREEN, RED, BOLD, DIM, RESET = terminal.GREEN, terminal.RED, terminal.BOLD, terminal.DIM, "\x1b[0m"
+from gpushare.reports.terminal import BOLD, DIM, GREEN, RED, RESET
 
 
 @dataclass
@@ -106,7 +102,7 @@ def _cut(text: str, width: int) -> str:
             out.append(text[i : end + 1])
             i = end + 1
             continue
-        w = 2 if unicodedata.east_asian_width(text[i]) in "WF" else 1
+        w = _width(text[i])
         if used + w > width:
             out.append(RESET if "\x1b[" in text else "")
             break
@@ -165,15 +161,11 @@ class Screen:
         # the last column is never written: a line that fills it leaves the terminal waiting to
         # wrap, and one glyph it counts wider than we do (a non-UTF-8 locale) scrolls the screen
         cols = max(20, cols - 1)
-        right = (
-            messages.label("watch_grading", view.lang)
-            if view.grading
-            else (
-                messages.label("watch_updated", view.lang).format(time=view.updated)
-                if view.updated
-                else ""
-            )
-        )
+        right = ""
+        if view.grading:
+            right = messages.label("watch_grading", view.lang)
+        elif view.updated:
+            right = messages.label("watch_updated", view.lang).format(time=view.updated)
         title = _cut(self.title, max(0, cols - _width(right) - 1))  # the time comes first
         gap = max(1, cols - _width(title) - _width(right))
         top = _paint(self.color, BOLD, title) + " " * gap + _paint(self.color, DIM, right)
@@ -259,7 +251,3 @@ class Lines:
 
     def close(self) -> None:
         pass
-
-
-def want_screen(stream: TextIO = sys.stdout) -> bool:
-    return bool(getattr(stream, "isatty", lambda: False)())
